@@ -1,0 +1,30 @@
+"""npuwatch: monitor, diagnose and health-check Huawei Ascend NPUs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from npuwatch.model import Snapshot
+    from npuwatch.sampler import Sampler
+
+__all__ = ["Sampler", "__version__", "snapshot"]
+
+
+def snapshot(**options: Any) -> Snapshot:
+    """Take one sample of this machine's NPUs (options as ``Sampler.create``)."""
+    from npuwatch.sampler import Sampler  # noqa: PLC0415 — keep `import npuwatch` light
+
+    with Sampler.create(**options) as sampler:
+        return sampler.sample()
+
+
+def __getattr__(name: str) -> Any:
+    # `npuwatch.Sampler` without importing the sampler at `import npuwatch` time.
+    if name == "Sampler":
+        from npuwatch.sampler import Sampler  # noqa: PLC0415
+
+        return Sampler
+    raise AttributeError(f"module 'npuwatch' has no attribute {name!r}")

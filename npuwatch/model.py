@@ -1,0 +1,244 @@
+"""Provides the snapshot data model: the frozen records every probe fills and every view renders."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Mapping, Optional, Tuple
+
+SCHEMA = "npuwatch/snapshot/v1"
+
+#: The per-chip metrics, in the order the JSON schema lists them.  Every one is a
+#: number or ``None``; a ``None`` always has its reason in ``ChipSample.notes``.
+CHIP_METRICS: Tuple[str, ...] = (
+    "power_w",
+    "temperature_c",
+    "aicore_percent",
+    "npu_util_percent",
+    "hbm_used_mib",
+    "hbm_total_mib",
+    "memory_used_mib",
+    "memory_total_mib",
+    "hugepages_used",
+    "hugepages_total",
+)
+
+
+class Health(enum.Enum):
+    """A chip's health as npu-smi and DCMI report it (0 OK … 3 critical)."""
+
+    OK = "OK"
+    WARNING = "Warning"
+    ALARM = "Alarm"
+    CRITICAL = "Critical"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, text: Optional[str]) -> Health:
+        """Map npu-smi's spelling (``OK``, ``Warning``, ``UNKNOWN`` …) to a member."""
+        wanted = (text or "").strip().lower()
+        for member in cls:
+            if member.value.lower() == wanted:
+                return member
+        return cls.UNKNOWN
+
+    @property
+    def severity(self) -> int:
+        """0 for OK, rising with urgency; Unknown ranks between Warning and Alarm."""
+        return _HEALTH_SEVERITY[self]
+
+
+_HEALTH_SEVERITY = {
+    Health.OK: 0,
+    Health.WARNING: 1,
+    Health.UNKNOWN: 2,
+    Health.ALARM: 3,
+    Health.CRITICAL: 4,
+}
+
+
+class MetricStatus(enum.Enum):
+    """Why a metric is not a fresh number (DESIGN §3 'Per-metric status')."""
+
+    OK = "ok"
+    STALE = "stale"
+    UNSUPPORTED = "unsupported"
+    PERMISSION = "permission"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class MetricNote:
+    """The status of one metric that is not a fresh number, and the reason in words."""
+
+    status: MetricStatus
+    reason: str
+
+
+@dataclass(frozen=True)
+class ChipIdentity:
+    """Who a chip is: the IDs npu-smi prints and its PCI address."""
+
+    npu_id: int
+    chip_id: int
+    name: Optional[str] = None
+    bus_id: Optional[str] = None
+    phy_id: Optional[int] = None
+    device_id: Optional[int] = None
+    logic_id: Optional[int] = None
+
+    @property
+    def key(self) -> Tuple[int, int]:
+        """The (npu_id, chip_id) pair that identifies a chip across samples."""
+        return (self.npu_id, self.chip_id)
+
+    @property
+    def label(self) -> str:
+        """A short human label such as ``NPU 3`` or ``NPU 3 chip 1``."""
+        return f"NPU {self.npu_id}" if self.chip_id == 0 else f"NPU {self.npu_id} chip {self.chip_id}"
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """The PCIe link of one function as Linux PCI sysfs reports it."""
+
+    current_speed_gt_s: Optional[float] = None
+    max_speed_gt_s: Optional[float] = None
+    current_width: Optional[int] = None
+    max_width: Optional[int] = None
+    numa_node: Optional[int] = None
+    aer_correctable_total: Optional[int] = None
+    aer_nonfatal_total: Optional[int] = None
+    aer_fatal_total: Optional[int] = None
+    present: bool = True  # False when the config space reads ff ff (fell off the bus)
+
+    @property
+    def degraded(self) -> bool:
+        """True when the link trained below its maximum speed or width."""
+        slow = (
+            self.current_speed_gt_s is not None
+            and self.max_speed_gt_s is not None
+            and self.current_speed_gt_s < self.max_speed_gt_s
+        )
+        narrow = (
+            self.current_width is not None
+            and self.max_width is not None
+            and self.current_width < self.max_width
+        )
+        return slow or narrow
+
+
+@dataclass(frozen=True)
+class ChipSample:
+    """One chip at one instant: identity, health and every metric (``None`` + a note when absent)."""
+
+    identity: ChipIdentity
+    health: Health = Health.UNKNOWN
+    power_w: Optional[float] = None
+    temperature_c: Optional[int] = None
+    aicore_percent: Optional[int] = None
+    npu_util_percent: Optional[int] = None
+    hbm_used_mib: Optional[int] = None
+    hbm_total_mib: Optional[int] = None
+    memory_used_mib: Optional[int] = None
+    memory_total_mib: Optional[int] = None
+    hugepages_used: Optional[int] = None
+    hugepages_total: Optional[int] = None
+    notes: Mapping[str, MetricNote] = field(default_factory=dict)
+    pcie: Optional[PcieLink] = None
+
+    def metric(self, name: str) -> Optional[float]:
+        """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""
+        value = getattr(self, name)
+        return None if value is None else float(value)
+
+    def unavailable(self) -> dict[str, str]:
+        """The reason for every ``None`` metric (the JSON ``unavailable`` map)."""
+        return {
+            name: note.reason
+            for name, note in self.notes.items()
+            if name in CHIP_METRICS and getattr(self, name) is None
+        }
+
+
+@dataclass(frozen=True)
+class ProcessHostInfo:
+    """What the host knows about a process that holds NPU memory."""
+
+    user: Optional[str] = None
+    command: Optional[str] = None
+    cpu_percent: Optional[float] = None
+    rss_bytes: Optional[int] = None
+    start_time_s: Optional[float] = None  # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class NpuProcess:
+    """One row of npu-smi's process table, enriched with host details where they are visible."""
+
+    npu_id: int
+    chip_id: int
+    pid: int
+    name: Optional[str] = None
+    npu_memory_mib: Optional[int] = None
+    container_pid: Optional[int] = None
+    host: Optional[ProcessHostInfo] = None
+    host_unavailable: Optional[str] = None  # why ``host`` is None
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """The machine npuwatch runs on: CPU, memory and load."""
+
+    hostname: str
+    cpu_percent: Optional[float] = None
+    per_cpu_percent: Tuple[float, ...] = ()
+    memory_used_bytes: Optional[int] = None
+    memory_total_bytes: Optional[int] = None
+    load_average: Optional[Tuple[float, float, float]] = None
+    in_container: bool = False
+    host_pid_namespace: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Software versions: npu-smi (header), driver, firmware and CANN toolkit."""
+
+    npu_smi: Optional[str] = None
+    driver: Optional[str] = None
+    firmware: Optional[str] = None
+    cann: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """How one probe fared in this sample (``npu-smi``, ``sysfs``, ``host``)."""
+
+    name: str
+    status: MetricStatus
+    duration_s: Optional[float] = None
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything npuwatch knows at one instant: the unit every view renders and every check judges."""
+
+    taken_at: datetime
+    source: str
+    versions: Versions = field(default_factory=Versions)
+    chips: Tuple[ChipSample, ...] = ()
+    processes: Tuple[NpuProcess, ...] = ()
+    host: Optional[HostInfo] = None
+    warnings: Tuple[str, ...] = ()
+    probes: Tuple[ProbeReport, ...] = ()
+
+    def probe(self, name: str) -> Optional[ProbeReport]:
+        """The report of the probe called ``name``, if it ran."""
+        return next((report for report in self.probes if report.name == name), None)
+
+    def chip(self, npu_id: int, chip_id: int = 0) -> Optional[ChipSample]:
+        """The chip with these IDs, if present."""
+        return next((c for c in self.chips if c.identity.key == (npu_id, chip_id)), None)

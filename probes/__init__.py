@@ -1,0 +1,1 @@
+"""npuwatch.probes: everything that reads hardware and environment (headless: stdlib + psutil)."""

@@ -1,0 +1,290 @@
+"""Provides NpuSmi: runs npu-smi through the runner and turns its failures into typed, explained errors."""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from npuwatch.model import MetricStatus
+from npuwatch.probes import dcmi_codes
+from npuwatch.probes.runner import LaunchError, RunResult, run
+from npuwatch.probes.sysroot import Sysroot
+
+DEFAULT_TIMEOUT_S = 5.0
+
+#: Where the driver installs npu-smi (driver-interfaces.md §7: driver_atlas.xml installs both).
+NPU_SMI_PATHS = ("/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi")
+
+
+class FailureKind(enum.Enum):
+    """The ways an npu-smi call goes wrong, each with its own advice."""
+
+    NOT_FOUND = "not-found"
+    PERMISSION = "permission"
+    TIMEOUT = "timeout"
+    DCMI = "dcmi"
+    LIBRARY_MISSING = "library-missing"
+    NOT_SUPPORTED = "not-supported"
+    BAD_ARGUMENT = "bad-argument"
+    NO_OUTPUT = "no-output"
+    FAILED = "failed"
+
+    @property
+    def metric_status(self) -> MetricStatus:
+        """The per-metric status a failure of this kind gives every metric it blocks."""
+        return _KIND_STATUS.get(self, MetricStatus.ERROR)
+
+
+_KIND_STATUS = {
+    FailureKind.TIMEOUT: MetricStatus.TIMEOUT,
+    FailureKind.PERMISSION: MetricStatus.PERMISSION,
+    FailureKind.NOT_SUPPORTED: MetricStatus.UNSUPPORTED,
+}
+
+
+@dataclass(frozen=True)
+class NpuSmiFailure:
+    """Why an npu-smi call gave no usable output: what happened, and what to do."""
+
+    kind: FailureKind
+    message: str
+    hint: str
+    exit_code: Optional[int] = None
+    dcmi_code: Optional[int] = None
+    output: str = ""  # what npu-smi printed, for --verbose and bug reports
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NpuSmiError(Exception):
+    """Raised by the ``NpuSmi`` convenience methods; carries the explained failure."""
+
+    def __init__(self, failure: NpuSmiFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass(frozen=True)
+class NpuSmiOutput:
+    """What one successful npu-smi call printed and how long it took."""
+
+    argv: tuple[str, ...]
+    text: str
+    duration_s: float
+
+
+_DCMI_RE = re.compile(r"\bret\s*(?:is|=|:)\s*(-\d+)")
+_LIB_RE = re.compile(r"error while loading shared libraries:\s*([^\s:]+)")
+_UNSUPPORTED_RE = re.compile(r"This device does not support querying ([\w-]+)")
+_BAD_PARAM_RE = re.compile(r"Error parameter of (-\w+)")
+_TABLE_RE = re.compile(r"^\s*[+|]", re.MULTILINE)
+_KEY_VALUE_RE = re.compile(r"^\s*[A-Za-z][\w ()%/.-]*?\s:\s", re.MULTILINE)
+
+
+def classify(result: RunResult) -> Optional[NpuSmiFailure]:
+    """Return the failure ``result`` shows, or ``None`` when its output is usable.
+
+    Texts are matched whatever the exit code: npu-smi prints some errors and still
+    exits 0, and prints a benign ``DrvMngGetConsoleLogLevel failed`` line before good
+    tables (capture 034/035).
+    """
+    text = (result.stdout + "\n" + result.stderr).strip()
+    if result.timed_out:
+        return NpuSmiFailure(
+            FailureKind.TIMEOUT,
+            f"npu-smi did not answer within {result.duration_s:.1f} s and was killed",
+            "the driver may be hung or busy: check `dmesg` for davinci/devdrv errors and "
+            "whether another npu-smi is stuck (`ps -ef | grep npu-smi`)",
+            output=text,
+        )
+    found = _explain_text(text, result.exit_code)
+    if found is not None:
+        return found
+    if result.exit_code not in (0, None):
+        return NpuSmiFailure(
+            FailureKind.FAILED,
+            f"npu-smi exited with code {result.exit_code}" + (f": {_first_line(text)}" if text else ""),
+            "run the same npu-smi command by hand to see the full message; then `npuwatch doctor`",
+            exit_code=result.exit_code,
+            output=text,
+        )
+    if not result.stdout.strip():
+        return NpuSmiFailure(
+            FailureKind.NO_OUTPUT,
+            "npu-smi printed nothing",
+            "run `npu-smi info` by hand; then `npuwatch doctor`",
+            exit_code=result.exit_code,
+        )
+    return None
+
+
+def _explain_text(text: str, exit_code: Optional[int]) -> Optional[NpuSmiFailure]:
+    has_data = bool(_TABLE_RE.search(text)) or bool(_KEY_VALUE_RE.search(text))
+    lib = _LIB_RE.search(text)
+    if lib:
+        return NpuSmiFailure(
+            FailureKind.LIBRARY_MISSING,
+            f"npu-smi cannot load {lib.group(1)}: the driver's libraries are not visible",
+            "mount the driver userland from the host (-v /usr/local/Ascend/driver/lib64:"
+            "/usr/local/Ascend/driver/lib64 -v /usr/local/dcmi:/usr/local/dcmi) or add "
+            "/usr/local/Ascend/driver/lib64/driver and .../common to LD_LIBRARY_PATH",
+            exit_code=exit_code,
+            output=text,
+        )
+    dcmi = _DCMI_RE.search(text)
+    if dcmi and not has_data:
+        return _dcmi_failure(int(dcmi.group(1)), exit_code, text)
+    unsupported = _UNSUPPORTED_RE.search(text)
+    if unsupported:
+        return NpuSmiFailure(
+            FailureKind.NOT_SUPPORTED,
+            f"this device does not support querying {unsupported.group(1)}",
+            "nothing to fix: this query is not available on this chip or driver",
+            exit_code=exit_code,
+            output=text,
+        )
+    bad = _BAD_PARAM_RE.search(text)
+    if bad:
+        return NpuSmiFailure(
+            FailureKind.BAD_ARGUMENT,
+            f"this npu-smi does not accept that {bad.group(1)} argument (older or newer driver)",
+            "check `npu-smi info -h` for the query types this driver supports",
+            exit_code=exit_code,
+            output=text,
+        )
+    if not has_data and "permission denied" in text.lower():
+        return NpuSmiFailure(
+            FailureKind.PERMISSION,
+            f"npu-smi was refused access: {_first_line(text)}",
+            "run as root or join the HwHiAiUser group (`sudo usermod -aG HwHiAiUser $USER`, then log in again)",
+            exit_code=exit_code,
+            output=text,
+        )
+    if not has_data and "no such file or directory" in text.lower() and exit_code == 127:
+        return NpuSmiFailure(
+            FailureKind.NOT_FOUND,
+            f"npu-smi is not installed here: {_first_line(text)}",
+            _NOT_FOUND_HINT,
+            exit_code=exit_code,
+            output=text,
+        )
+    return None
+
+
+def _dcmi_failure(code: int, exit_code: Optional[int], text: str) -> NpuSmiFailure:
+    known = dcmi_codes.describe(code)
+    if known is None:
+        return NpuSmiFailure(
+            FailureKind.DCMI,
+            f"npu-smi failed with DCMI error {code} (not a code npuwatch knows)",
+            "run `npuwatch doctor` and check `dmesg`",
+            exit_code=exit_code,
+            dcmi_code=code,
+            output=text,
+        )
+    kind = FailureKind.PERMISSION if code == -8002 else FailureKind.DCMI
+    return NpuSmiFailure(
+        kind,
+        f"npu-smi failed with DCMI error {code} ({known.name}): {known.meaning}",
+        known.hint,
+        exit_code=exit_code,
+        dcmi_code=code,
+        output=text,
+    )
+
+
+_NOT_FOUND_HINT = (
+    "install the Ascend driver (it provides npu-smi), or in a container mount it: "
+    "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi; point npuwatch at another copy with "
+    "--npu-smi PATH; try `npuwatch --demo` to see npuwatch without hardware"
+)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith("DrvMngGetConsoleLogLevel")]
+    return (meaningful or lines or [""])[0]
+
+
+def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[Path]:
+    """Locate npu-smi: ``explicit``, then the driver's install paths under the root, then PATH.
+
+    PATH is searched only when the root is ``/``: a sysroot tree is a whole machine.
+    """
+    if explicit:
+        return Path(explicit)
+    for candidate in NPU_SMI_PATHS:
+        path = sysroot.path(candidate)
+        if path.exists() or path.is_symlink():
+            return path
+    if not sysroot.is_live:
+        return None
+    import shutil  # noqa: PLC0415 — only the live fallback needs it
+
+    found = shutil.which("npu-smi")
+    return Path(found) if found else None
+
+
+class NpuSmi:
+    """Runs npu-smi sub-commands with a timeout and returns their text or an explained failure."""
+
+    def __init__(self, path: Optional[Path], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.path = path
+        self.timeout_s = timeout_s
+
+    def call(self, args: Sequence[str]) -> NpuSmiOutput:
+        """Run ``npu-smi <args>``; raise ``NpuSmiError`` with the explained failure."""
+        if self.path is None:
+            raise NpuSmiError(
+                NpuSmiFailure(FailureKind.NOT_FOUND, "npu-smi was not found", _NOT_FOUND_HINT)
+            )
+        argv = (str(self.path), *args)
+        try:
+            result = run(argv, self.timeout_s, env=_child_env())
+        except LaunchError as exc:
+            raise NpuSmiError(_launch_failure(exc)) from exc
+        failure = classify(result)
+        if failure is not None:
+            raise NpuSmiError(failure)
+        return NpuSmiOutput(argv=argv, text=result.stdout, duration_s=result.duration_s)
+
+    def info(self) -> NpuSmiOutput:
+        """``npu-smi info``: the summary table of every chip and process."""
+        return self.call(("info",))
+
+    def query(self, kind: str, npu_id: int, chip_id: Optional[int] = None) -> NpuSmiOutput:
+        """``npu-smi info -t KIND -i NPU [-c CHIP]``: one key/value report (board, usages, …)."""
+        args = ["info", "-t", kind, "-i", str(npu_id)]
+        if chip_id is not None:
+            args += ["-c", str(chip_id)]
+        return self.call(args)
+
+
+def _launch_failure(exc: LaunchError) -> NpuSmiFailure:
+    if exc.errno_name == "ENOENT":
+        return NpuSmiFailure(
+            FailureKind.NOT_FOUND, f"npu-smi not found at {exc.argv[0]}", _NOT_FOUND_HINT
+        )
+    if exc.errno_name == "EACCES":
+        return NpuSmiFailure(
+            FailureKind.PERMISSION,
+            f"npu-smi at {exc.argv[0]} is not executable by this user",
+            "check its mode (`ls -l`), run as root, or join the HwHiAiUser group",
+        )
+    return NpuSmiFailure(
+        FailureKind.FAILED,
+        f"npu-smi at {exc.argv[0]} could not start: {exc.reason}",
+        "the file is not a program for this machine; reinstall the driver or fix the mount",
+    )
+
+
+def _child_env() -> dict[str, str]:
+    # npu-smi prints English, fixed-layout tables only in the C locale on some builds.
+    env = dict(os.environ)
+    env["LC_ALL"] = "C"
+    return env

@@ -1,0 +1,1 @@
+"""npuwatch.widgets: rendering of snapshots (no hardware reads; UI libraries imported lazily)."""
