@@ -1,0 +1,35 @@
+"""Provides the verdicts on whether a machine has NPUs and whether a snapshot read any."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from npuwatch.model import MetricStatus, Snapshot
+from npuwatch.probes.npu_smi import find_npu_smi
+from npuwatch.probes.pci import scan_pci
+from npuwatch.probes.sysroot import Sysroot
+
+NEXT_STEPS = "run `npuwatch doctor` to find out why, or `npuwatch --demo` to see npuwatch on a simulated machine"
+
+
+def machine_has_npu(sysroot: Sysroot, npu_smi: Optional[str] = None) -> bool:
+    """True when this machine shows any sign of an Ascend NPU (npu-smi or an Ascend PCI function)."""
+    return find_npu_smi(sysroot, npu_smi) is not None or bool(scan_pci(sysroot).functions)
+
+
+def no_data_reason(snapshot: Snapshot) -> Optional[str]:
+    """Why ``snapshot`` holds no NPU data, with the next step; ``None`` when it has data."""
+    report = snapshot.probe("npu-smi")
+    fresh = report is None or report.status is MetricStatus.OK
+    if snapshot.chips and fresh:
+        return None
+    if report is not None and report.status is not MetricStatus.OK:
+        cause = report.message or "npu-smi failed"
+    elif not snapshot.chips:
+        cause = "the npu-smi output holds no chip rows"
+    else:
+        cause = "no fresh chip data"
+    pci = next((w for w in snapshot.warnings if "Ascend PCI function" in w), None)
+    if pci is None and report is not None and "not found" in (report.message or ""):
+        cause = f"no Ascend PCI device and {cause}"
+    return f"no NPU could be read: {cause}. Next: {NEXT_STEPS}."

@@ -1,0 +1,172 @@
+"""Provides main(): the ``npuwatch`` command line; each sub-command imports what it needs lazily."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Dict, List, Optional, Sequence
+
+from npuwatch import __version__
+
+EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
+DEFAULT_SCENARIO = "910b-training"
+
+
+class UsageError(Exception):
+    """A bad option or value: exit 64 with the message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _devices(text: str) -> List[int]:
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NPU IDs like 0,1,3, got {text!r}") from None
+    if not ids or any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"expected NPU IDs like 0,1,3, got {text!r}")
+    return ids
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text!r}")
+    return value
+
+
+def _shared_options() -> argparse.ArgumentParser:
+    """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
+    shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    group = shared.add_argument_group("data source")
+    group.add_argument("--interval", type=_seconds, metavar="S", help="seconds between samples (default 1.0)")
+    group.add_argument(
+        "--demo",
+        nargs="?",
+        const=DEFAULT_SCENARIO,
+        metavar="SCENARIO",
+        help=f"run on a simulated machine (default scenario {DEFAULT_SCENARIO}; `--demo list` lists them)",
+    )
+    group.add_argument("--replay", metavar="FILE", help="read a saved `npu-smi info` output instead of the machine")
+    group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
+    group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
+    group.add_argument("--devices", type=_devices, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
+    group.add_argument("--timeout", type=_seconds, metavar="S", help="limit for one npu-smi call (default 5)")
+    group.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
+    return shared
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full command-line parser."""
+    shared = _shared_options()
+    parser = _Parser(
+        prog="npuwatch",
+        description="Watch, diagnose and health-check Huawei Ascend NPUs. Without a sub-command: the live view.",
+        parents=[shared],
+    )
+    parser.add_argument("--version", action="version", version=f"npuwatch {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    snap = commands.add_parser(
+        "snapshot",
+        parents=[shared],
+        help="print one sample as a table or JSON",
+        description="Print one sample of every chip, process and the host. Exit 0, or 1 when no NPU could be read.",
+    )
+    snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        handler = _COMMANDS.get(args.command or "", _cmd_live)
+        return handler(args)
+    except UsageError as exc:
+        print(f"npuwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if getattr(locals().get("args"), "verbose", False):
+            raise
+        print(f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
+              file=sys.stderr)
+        return 70  # EX_SOFTWARE
+
+
+def _sampler_options(args: argparse.Namespace) -> Dict[str, object]:
+    demo = getattr(args, "demo", None)
+    if demo is not None:
+        _check_scenario(demo)
+    if demo is not None and getattr(args, "replay", None) is not None:
+        raise UsageError("--demo and --replay cannot be combined")
+    return {
+        "demo": demo,
+        "replay": getattr(args, "replay", None),
+        "root": getattr(args, "root", None),
+        "npu_smi": getattr(args, "npu_smi", None),
+        "timeout_s": getattr(args, "timeout", None),
+        "interval_s": getattr(args, "interval", None),
+        "devices": getattr(args, "devices", None),
+    }
+
+
+def _check_scenario(name: str) -> None:
+    from npuwatch.probes.simulator import list_scenarios  # noqa: PLC0415 — only for --demo
+
+    names = [scenario for scenario, _ in list_scenarios()]
+    if name in names:
+        return
+    listing = "\n".join(f"  {scenario:<24} {about}" for scenario, about in list_scenarios())
+    if name in ("list", "help"):
+        print(f"Scenarios for --demo:\n{listing}")
+        raise SystemExit(0)
+    raise UsageError(f"unknown demo scenario {name!r}; choose one of:\n{listing}")
+
+
+def _open_sampler(args: argparse.Namespace):  # noqa: ANN202 — returns npuwatch.sampler.Sampler
+    from npuwatch.wiring import build_sampler  # noqa: PLC0415
+
+    try:
+        return build_sampler(**_sampler_options(args))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from npuwatch import snapshot_json  # noqa: PLC0415
+    from npuwatch.availability import no_data_reason  # noqa: PLC0415
+    from npuwatch.widgets.text import render_snapshot  # noqa: PLC0415
+
+    with _open_sampler(args) as sampler:
+        snapshot = sampler.sample()
+    if getattr(args, "json", False):
+        print(snapshot_json.dumps(snapshot))
+    else:
+        sys.stdout.write(render_snapshot(snapshot))
+    reason = no_data_reason(snapshot)
+    if reason is None:
+        return 0
+    print(f"npuwatch: {reason}", file=sys.stderr)
+    return 1
+
+
+def _cmd_live(args: argparse.Namespace) -> int:
+    from npuwatch.live_text import run_live  # noqa: PLC0415
+
+    options = _sampler_options(args)
+    return run_live(options)
+
+
+_COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {
+    "snapshot": _cmd_snapshot,
+}

@@ -1,0 +1,79 @@
+"""Provides History: per-chip ring buffers of the metrics the views graph."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Deque, Dict, Iterable, List, Optional, Tuple
+
+from npuwatch.model import Snapshot
+
+#: The metrics kept per chip: what the dashboard and notebook draw as graphs.
+HISTORY_METRICS: Tuple[str, ...] = (
+    "aicore_percent",
+    "npu_util_percent",
+    "hbm_used_mib",
+    "memory_used_mib",
+    "power_w",
+    "temperature_c",
+)
+
+ChipKey = Tuple[int, int]
+Point = Tuple[float, Optional[float]]  # (seconds since the epoch, value or None when absent)
+
+
+class History:
+    """The last ``capacity`` samples of every chip's graphed metrics (thread-safe).
+
+    At the default 1 s interval, 900 points keep the last 15 minutes; a gap (a failed
+    sample) is stored as ``None`` so graphs show it instead of joining across it.
+    """
+
+    def __init__(self, capacity: int = 900) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._series: Dict[Tuple[ChipKey, str], Deque[Point]] = {}
+        self._host_cpu: Deque[Point] = deque(maxlen=capacity)
+
+    def add(self, snapshot: Snapshot) -> None:
+        """Append one point per chip and metric from ``snapshot``."""
+        t = snapshot.taken_at.timestamp()
+        with self._lock:
+            for chip in snapshot.chips:
+                for metric in HISTORY_METRICS:
+                    key = (chip.identity.key, metric)
+                    series = self._series.get(key)
+                    if series is None:
+                        series = self._series[key] = deque(maxlen=self.capacity)
+                    series.append((t, chip.metric(metric)))
+            if snapshot.host is not None:
+                self._host_cpu.append((t, snapshot.host.cpu_percent))
+
+    def series(self, chip: ChipKey, metric: str) -> List[Point]:
+        """The stored points of one chip's metric, oldest first (empty when unknown)."""
+        with self._lock:
+            return list(self._series.get((chip, metric), ()))
+
+    def values(self, chip: ChipKey, metric: str, last: Optional[int] = None) -> List[Optional[float]]:
+        """Only the values of ``series``, the newest ``last`` of them when given."""
+        points = self.series(chip, metric)
+        if last is not None:
+            points = points[-last:]
+        return [value for _, value in points]
+
+    def host_cpu(self) -> List[Point]:
+        """The host's overall CPU % over time."""
+        with self._lock:
+            return list(self._host_cpu)
+
+    def chips(self) -> List[ChipKey]:
+        """Every chip that has history, in (npu_id, chip_id) order."""
+        with self._lock:
+            return sorted({key for key, _ in self._series})
+
+    def extend(self, snapshots: Iterable[Snapshot]) -> None:
+        """Add many snapshots (a replayed recording) in order."""
+        for snapshot in snapshots:
+            self.add(snapshot)

@@ -1,0 +1,41 @@
+"""Provides run_live(): a plain, refreshing text view of the machine (like `watch npu-smi info`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Dict
+
+from npuwatch.availability import machine_has_npu
+from npuwatch.probes.sysroot import Sysroot
+from npuwatch.wiring import build_sampler
+from npuwatch.widgets.text import render_snapshot
+
+_CLEAR = "\x1b[H\x1b[2J"
+DEMO_FALLBACK = "910b-training"
+
+
+def run_live(options: Dict[str, Any]) -> int:
+    """Refresh the snapshot text every interval until Ctrl-C; falls back to the demo without NPUs."""
+    banner = ""
+    if _nothing_chosen(options) and not machine_has_npu(Sysroot("/")):
+        options = {**options, "demo": DEMO_FALLBACK}
+        banner = (
+            "No Ascend NPU here (no npu-smi, no Ascend PCI device): showing the simulated "
+            f"'{DEMO_FALLBACK}' machine. `npuwatch --demo list` shows other scenarios.\n\n"
+        )
+    with build_sampler(**options) as sampler:
+        try:
+            while True:
+                started = time.monotonic()
+                text = render_snapshot(sampler.sample())
+                out = (_CLEAR if sys.stdout.isatty() else "") + banner + text
+                sys.stdout.write(out)
+                sys.stdout.flush()
+                time.sleep(max(0.0, sampler.interval_s - (time.monotonic() - started)))
+        except KeyboardInterrupt:
+            return 0
+
+
+def _nothing_chosen(options: Dict[str, Any]) -> bool:
+    return all(options.get(k) is None for k in ("demo", "replay", "root", "npu_smi"))

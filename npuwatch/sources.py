@@ -1,0 +1,79 @@
+"""Provides the chip-data sources a Sampler reads: live npu-smi, or a captured npu-smi text."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Protocol
+
+from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure, classify
+from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.runner import RunResult
+
+
+@dataclass(frozen=True)
+class SourceReading:
+    """One read of a source: the parsed table, or the failure that prevented it."""
+
+    table: Optional[InfoTable]
+    failure: Optional[NpuSmiFailure]
+    duration_s: float
+
+
+class ChipSource(Protocol):
+    """Anything that yields one ``npu-smi info`` table per call."""
+
+    label: str
+
+    def read(self) -> SourceReading:
+        """Read the chips once; never raises for an environment problem."""
+        ...
+
+
+class NpuSmiSource:
+    """Live data: one ``npu-smi info`` call per read (the only per-tick subprocess)."""
+
+    def __init__(self, npu_smi: NpuSmi, label: str = "npu-smi") -> None:
+        self.npu_smi = npu_smi
+        self.label = label
+
+    def read(self) -> SourceReading:
+        started = time.monotonic()
+        try:
+            output = self.npu_smi.info()
+        except NpuSmiError as exc:
+            return SourceReading(None, exc.failure, time.monotonic() - started)
+        return SourceReading(parse_info(output.text), None, output.duration_s)
+
+
+class CaptureSource:
+    """A saved ``npu-smi info`` text, parsed exactly as the live path parses it (``--replay``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.label = f"replay:{path.name}"
+        self._reading: Optional[SourceReading] = None
+
+    def read(self) -> SourceReading:
+        if self._reading is None:
+            self._reading = self._load()
+        return self._reading
+
+    def _load(self) -> SourceReading:
+        started = time.monotonic()
+        try:
+            text = self.path.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            failure = NpuSmiFailure(
+                FailureKind.NOT_FOUND,
+                f"cannot read the capture {self.path}: {exc.strerror or exc}",
+                "check the path given to --replay",
+            )
+            return SourceReading(None, failure, time.monotonic() - started)
+        # A saved error text (`dcmi module initialize failed. ret is -8005`) is explained
+        # exactly as it would be live.
+        failure = classify(RunResult(("npu-smi", "info"), 0, text, "", 0.0))
+        if failure is not None:
+            return SourceReading(None, failure, time.monotonic() - started)
+        return SourceReading(parse_info(text), None, time.monotonic() - started)

@@ -1,0 +1,84 @@
+"""Provides build_sampler(): wires a Sampler for this machine, a demo scenario or a replayed capture."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Union
+
+from npuwatch.probes.container import detect_container
+from npuwatch.probes.host import HostProbe, ProcessLookup
+from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
+from npuwatch.probes.sysroot import Sysroot
+from npuwatch.sampler import Sampler
+from npuwatch.sources import CaptureSource, NpuSmiSource
+
+
+def build_sampler(
+    *,
+    demo: Optional[str] = None,
+    replay: Union[str, Path, None] = None,
+    root: Union[str, Path, None] = None,
+    npu_smi: Optional[str] = None,
+    timeout_s: Optional[float] = None,
+    interval_s: Optional[float] = None,
+    devices: Optional[Iterable[int]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    host: bool = True,
+) -> Sampler:
+    """A Sampler wired from the DESIGN §2.1 options; unset ones fall back to ``NPUWATCH_*``.
+
+    ``demo`` starts a simulated machine (a sysroot with a fake npu-smi) that lives until the
+    sampler is closed; ``replay`` parses a saved ``npu-smi info`` text as the live path would.
+    """
+    env = os.environ if environ is None else environ
+    timeout = timeout_s if timeout_s is not None else _env_float(env, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+    interval = interval_s if interval_s is not None else _env_float(env, "NPUWATCH_INTERVAL", 1.0)
+    wanted = None if devices is None else frozenset(devices)
+    if demo is not None:
+        return _demo_sampler(demo, timeout, interval, wanted, host)
+    sysroot = Sysroot(root or env.get("NPUWATCH_ROOT") or "/", environ=env)
+    if replay is not None:
+        source = CaptureSource(Path(replay))
+        return Sampler(source, sysroot, None, interval_s=interval, devices=wanted)
+    path = find_npu_smi(sysroot, npu_smi or env.get("NPUWATCH_NPU_SMI"))
+    live = NpuSmiSource(NpuSmi(path, timeout_s=timeout))
+    return Sampler(live, sysroot, _host_probe(sysroot) if host else None, interval_s=interval, devices=wanted)
+
+
+def _demo_sampler(
+    scenario: str, timeout_s: float, interval_s: float, devices: Optional[frozenset[int]], host: bool
+) -> Sampler:
+    from npuwatch.probes.simulator import Simulation  # noqa: PLC0415 — only the demo needs it
+
+    sim = Simulation.start(scenario)
+    try:
+        sysroot = Sysroot(sim.root, environ=sim.environ)
+        source = NpuSmiSource(NpuSmi(sim.npu_smi, timeout_s=timeout_s), label=f"demo:{sim.scenario.name}")
+        probe = _host_probe(sysroot, sim.process_lookup) if host else None
+    except BaseException:
+        sim.close()
+        raise
+    return Sampler(source, sysroot, probe, interval_s=interval_s, devices=devices, on_close=sim.close)
+
+
+def _host_probe(sysroot: Sysroot, lookup: Optional[ProcessLookup] = None) -> HostProbe:
+    container = detect_container(sysroot)
+    return HostProbe(
+        lookup=lookup,
+        in_container=container.in_container,
+        host_pid_namespace=container.host_pid_namespace,
+    )
+
+
+def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ValueError(f"{name}={text!r} must be more than 0 seconds")
+    return value

@@ -1,0 +1,77 @@
+"""Tests for the one subprocess runner: output, exit codes, timeouts that kill the group."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from npuwatch.probes.runner import LaunchError, run
+
+
+def _script(tmp_path: Path, body: str, name: str = "tool") -> Path:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_captures_stdout_stderr_and_exit_code(tmp_path):
+    tool = _script(tmp_path, "echo out; echo err >&2; exit 3")
+    result = run([str(tool)], timeout_s=5)
+    assert (result.stdout, result.stderr, result.exit_code, result.timed_out) == ("out\n", "err\n", 3, False)
+
+
+def test_timeout_kills_the_whole_process_group_and_leaves_no_orphan(tmp_path):
+    marker = tmp_path / "child.pid"
+    # The tool forks a grandchild that would outlive a plain kill of the parent.
+    tool = _script(tmp_path, f"sleep 60 & echo $! > {marker}; echo started; wait")
+    before = time.monotonic()
+    result = run([str(tool)], timeout_s=0.5)
+    assert result.timed_out
+    assert result.exit_code is None
+    assert time.monotonic() - before < 5  # bounded by the timeout, not by `sleep 60`
+    assert result.stdout == "started\n"  # output printed before the kill is kept
+    grandchild = int(marker.read_text())
+    deadline = time.monotonic() + 2
+    while psutil.pid_exists(grandchild) and time.monotonic() < deadline:
+        try:
+            if psutil.Process(grandchild).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    alive = psutil.pid_exists(grandchild) and psutil.Process(grandchild).status() != psutil.STATUS_ZOMBIE
+    assert not alive
+
+
+def test_missing_binary_is_a_launch_error(tmp_path):
+    with pytest.raises(LaunchError) as info:
+        run([str(tmp_path / "nope")], timeout_s=1)
+    assert info.value.errno_name == "ENOENT"
+
+
+def test_not_executable_is_a_permission_launch_error(tmp_path):
+    # A directory cannot be executed even by root, so this holds for every user.
+    with pytest.raises(LaunchError) as info:
+        run([str(tmp_path)], timeout_s=1)
+    assert info.value.errno_name == "EACCES"
+
+
+def test_not_a_program_is_a_launch_error(tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"\x7fELF\x00garbage")
+    junk.chmod(0o755)
+    with pytest.raises(LaunchError) as info:
+        run([str(junk)], timeout_s=1)
+    assert info.value.errno_name == "ENOEXEC"
+
+
+def test_undecodable_output_is_replaced_not_raised(tmp_path):
+    tool = tmp_path / "bin.py"
+    tool.write_text(f"#!{sys.executable}\nimport sys; sys.stdout.buffer.write(b'ok\\xff\\xfe')\n")
+    tool.chmod(0o755)
+    assert run([str(tool)], timeout_s=5).stdout.startswith("ok")

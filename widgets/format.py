@@ -1,0 +1,80 @@
+"""Provides the unit formatting every view shares: MiB→GiB, W, °C, %, durations, ``n/a``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+NA = "n/a"
+MIB_PER_GIB = 1024
+
+
+def gib(mib: Optional[float], digits: int = 1) -> str:
+    """``53984`` MiB → ``52.7``; ``None`` → ``n/a``."""
+    if mib is None:
+        return NA
+    return f"{mib / MIB_PER_GIB:.{digits}f}"
+
+
+def used_total_gib(used_mib: Optional[float], total_mib: Optional[float]) -> str:
+    """``52.7/64.0 GiB``, or ``n/a`` when either side is missing."""
+    if used_mib is None or total_mib is None:
+        return NA
+    return f"{gib(used_mib)}/{gib(total_mib)} GiB"
+
+
+def percent(value: Optional[float], digits: int = 0) -> str:
+    """``7`` → ``7%``."""
+    return NA if value is None else f"{value:.{digits}f}%"
+
+
+def ratio_percent(used: Optional[float], total: Optional[float]) -> Optional[float]:
+    """``used`` as a percentage of ``total``; ``None`` when unknown or the total is 0."""
+    if used is None or not total:
+        return None
+    return 100.0 * used / total
+
+
+def watts(value: Optional[float], rated_w: Optional[float] = None) -> str:
+    """``90.7 W`` or ``90.7/400 W`` against a rating."""
+    if value is None:
+        return NA
+    if rated_w:
+        return f"{value:.1f}/{rated_w:.0f} W"
+    return f"{value:.1f} W"
+
+
+def celsius(value: Optional[float]) -> str:
+    """``37 °C``."""
+    return NA if value is None else f"{value:.0f} °C"
+
+
+def bytes_iec(value: Optional[float]) -> str:
+    """``1536`` → ``1.5 KiB``; scales up to TiB."""
+    if value is None:
+        return NA
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def duration(seconds: Optional[float]) -> str:
+    """``3725`` → ``1:02:05``; days as ``2d 03:04``."""
+    if seconds is None or seconds < 0:
+        return NA
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours:02d}:{minutes:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def number(value: Optional[float], digits: int = 0) -> str:
+    """A plain number or ``n/a``."""
+    return NA if value is None else f"{value:.{digits}f}"

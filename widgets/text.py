@@ -1,0 +1,137 @@
+"""Provides render_snapshot(): a Snapshot as a plain-text report (``npuwatch snapshot``)."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Snapshot
+from npuwatch.widgets import format as fmt
+
+
+def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
+    """The snapshot as aligned text: header, one line per chip, processes, host, notes."""
+    lines = [_title(snapshot), _versions(snapshot), ""]
+    if snapshot.chips:
+        lines += _table(_CHIP_HEADER, [_chip_row(c) for c in snapshot.chips])
+    else:
+        lines.append("No NPU chips could be read.")
+    if snapshot.processes:
+        reference_s = now_s if now_s is not None else snapshot.taken_at.timestamp()
+        lines += ["", "Processes"]
+        lines += _table(_PROCESS_HEADER, [_process_row(p, reference_s) for p in snapshot.processes])
+    if snapshot.host is not None:
+        lines += ["", _host_line(snapshot)]
+    notes = _notes(snapshot.chips)
+    if notes:
+        lines += ["", "Not reported:"] + [f"  {note}" for note in notes]
+    if snapshot.warnings:
+        lines += ["", "Warnings:"] + [f"  - {w}" for w in snapshot.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _title(snapshot: Snapshot) -> str:
+    host = snapshot.host.hostname if snapshot.host else "—"
+    when = snapshot.taken_at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    return f"npuwatch · {host} · source {snapshot.source} · {when}"
+
+
+def _versions(snapshot: Snapshot) -> str:
+    v = snapshot.versions
+    parts = [
+        ("npu-smi", v.npu_smi),
+        ("driver", v.driver),
+        ("firmware", v.firmware),
+        ("CANN", v.cann),
+    ]
+    return " · ".join(f"{name} {value or fmt.NA}" for name, value in parts)
+
+
+_CHIP_HEADER = ("NPU", "Chip", "Phy", "Name", "Bus-Id", "Health", "AICore", "Memory", "Power", "Temp")
+
+
+def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
+    ident = chip.identity
+    sub_id = ident.phy_id if ident.phy_id is not None else ident.device_id
+    utilisation = chip.aicore_percent if chip.aicore_percent is not None else chip.npu_util_percent
+    return (
+        str(ident.npu_id),
+        str(ident.chip_id),
+        "-" if sub_id is None else str(sub_id),
+        ident.name or fmt.NA,
+        ident.bus_id or fmt.NA,
+        chip.health.value + (" (stale)" if _is_stale(chip) else ""),
+        fmt.percent(utilisation),
+        _memory(chip),
+        fmt.watts(chip.power_w),
+        fmt.celsius(chip.temperature_c),
+    )
+
+
+def _memory(chip: ChipSample) -> str:
+    if chip.hbm_total_mib:
+        return f"{fmt.used_total_gib(chip.hbm_used_mib, chip.hbm_total_mib)} HBM"
+    if chip.memory_total_mib:
+        return f"{fmt.used_total_gib(chip.memory_used_mib, chip.memory_total_mib)} DDR"
+    return fmt.NA
+
+
+def _is_stale(chip: ChipSample) -> bool:
+    return any(note.status is MetricStatus.STALE for note in chip.notes.values())
+
+
+_PROCESS_HEADER = ("NPU", "Chip", "PID", "User", "NPU mem", "CPU", "RSS", "Elapsed", "Command")
+
+
+def _process_row(process: NpuProcess, now_s: float) -> Tuple[str, ...]:
+    host = process.host
+    npu_mem = "n/a" if process.npu_memory_mib is None else f"{process.npu_memory_mib} MiB"
+    if host is None:
+        command = f"{process.name or '?'}  ({process.host_unavailable or 'no host details'})"
+        return (str(process.npu_id), str(process.chip_id), str(process.pid), "-", npu_mem, "-", "-", "-", command)
+    elapsed = None if host.start_time_s is None else now_s - host.start_time_s
+    return (
+        str(process.npu_id),
+        str(process.chip_id),
+        str(process.pid),
+        host.user or "?",
+        npu_mem,
+        fmt.percent(host.cpu_percent),
+        fmt.bytes_iec(host.rss_bytes),
+        fmt.duration(elapsed),
+        host.command or process.name or "?",
+    )
+
+
+def _host_line(snapshot: Snapshot) -> str:
+    host = snapshot.host
+    assert host is not None
+    load = " ".join(f"{x:.2f}" for x in host.load_average) if host.load_average else fmt.NA
+    memory = fmt.used_total_gib(
+        None if host.memory_used_bytes is None else host.memory_used_bytes / 2**20,
+        None if host.memory_total_bytes is None else host.memory_total_bytes / 2**20,
+    )
+    where = " · container" if host.in_container else ""
+    return f"Host {host.hostname}: CPU {fmt.percent(host.cpu_percent)} · memory {memory} · load {load}{where}"
+
+
+def _notes(chips: Sequence[ChipSample]) -> List[str]:
+    """Group identical reasons so 16 chips with the same gap give one line."""
+    grouped: Dict[Tuple[str, str], List[str]] = {}
+    for chip in chips:
+        for metric, reason in chip.unavailable().items():
+            grouped.setdefault((metric, reason), []).append(chip.identity.label)
+    return [f"{metric} on {_labels(where)}: {reason}" for (metric, reason), where in grouped.items()]
+
+
+def _labels(labels: List[str]) -> str:
+    return ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} chips"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
+    last = len(header) - 1
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c if i == last else c.ljust(widths[i]) for i, c in enumerate(cells)).rstrip()
+
+    return [line(header)] + [line(r) for r in rows]
