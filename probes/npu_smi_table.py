@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, NpuProcess
 
@@ -45,7 +45,9 @@ _HEADER_FIELDS: Tuple[Tuple[str, str], ...] = (
     (r"Chip", "chip"),
     (r"NPU", "npu"),
 )
-_HEADER_RE = re.compile("|".join(f"(?P<f{i}>{pattern})" for i, (pattern, _) in enumerate(_HEADER_FIELDS)) + r"|(?P<other>\S+)")
+_HEADER_RE = re.compile(
+    "|".join(f"(?P<f{i}>{pattern})" for i, (pattern, _) in enumerate(_HEADER_FIELDS)) + r"|(?P<other>\S+)"
+)
 
 # A value is a `used / total` pair (spaces optional on either side: `33126/ 65536`) or a word.
 _VALUE_RE = re.compile(r"\S+?\s*/\s*\S+|\S+")
@@ -53,6 +55,8 @@ _BORDER_RE = re.compile(r"^\+[-=+]*$")
 _VERSION_RE = re.compile(r"npu-smi\s+(\S+)")
 _DRIVER_RE = re.compile(r"Version:\s*(\S+)")
 _NO_PROCESS_RE = re.compile(r"No running processes found(?:\s+in\s+NPU\s+(\d+))?", re.IGNORECASE)
+_HEALTH_HEADER_RE = re.compile(r"\bHealth\b")
+_PROCESS_HEADER_RE = re.compile(r"Process\s+id", re.IGNORECASE)
 _PLACEHOLDERS = {"NA": "NA", "N/A": "NA", "-": "-", "--": "-"}
 
 # Without a header (a fragment such as capture 089) assume the common 910B/A3 layout.
@@ -122,14 +126,14 @@ def parse_info(text: str) -> InfoTable:
         joined = " ".join(row.cells)
         if "npu-smi" in joined and "Version" in joined:
             _read_versions(joined, state)
-        elif any(re.search(r"\bHealth\b", c) for c in row.cells) and section == "chips":
+        elif section == "chips" and "Health" in joined and _HEALTH_HEADER_RE.search(joined):
             nxt = rows[i + 1] if i + 1 < len(rows) and rows[i + 1].block == row.block else None
             header = (row, nxt)
             i += 2 if nxt is not None else 1
             continue
-        elif any(re.search(r"Process\s+id", c, re.I) for c in row.cells):
+        elif "rocess" in joined and _PROCESS_HEADER_RE.search(joined):
             section, process_header = "processes", row
-        elif _NO_PROCESS_RE.search(joined):
+        elif "processes" in joined and _NO_PROCESS_RE.search(joined):
             section = "processes"
             process_rows.append(row)
         elif section == "chips":
@@ -157,24 +161,47 @@ def _split_rows(text: str, state: _Parse) -> List[_Row]:
     rows: List[_Row] = []
     block = 0
     elided = False
+    widths: Dict[int, List[int]] = {}  # line width → line numbers
+    last_is_border = True
     for line_no, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
         if _BORDER_RE.match(line):
             block += 1
+            widths.setdefault(len(line), []).append(line_no)
+            last_is_border = True
         elif line.startswith("|"):
             cut = not line.endswith("|") or len(line) == 1
             body = line[1:] if cut else line[1:-1]
             rows.append(_Row(line_no, tuple(c.strip() for c in body.split("|")), block, cut))
             if cut:
                 state.warnings.append(f"line {line_no} is cut short (no closing '|'): read as far as it goes")
+            else:
+                widths.setdefault(len(line), []).append(line_no)
+            last_is_border = False
         elif set(line) <= {".", "…"}:
             elided = True
         # Anything else is noise npu-smi prints around the table (DrvMngGetConsoleLogLevel …).
     if elided:
         state.warnings.append("the output has elided rows ('...'): chips or processes in them are missing")
+    if rows and not last_is_border and not rows[-1].cut:
+        state.warnings.append("the table ends without its closing border: the output may be cut short")
+    _check_widths(widths, state)
     return rows
+
+
+def _check_widths(widths: Dict[int, List[int]], state: _Parse) -> None:
+    """npu-smi prints every line of its table at one width; others were edited or damaged (016, 052)."""
+    if len(widths) < 2:
+        return
+    usual = max(widths, key=lambda width: len(widths[width]))
+    odd = sorted(n for width, lines in widths.items() if width != usual for n in lines)
+    shown = ", ".join(str(n) for n in odd[:3]) + (" …" if len(odd) > 3 else "")
+    state.warnings.append(
+        f"line(s) {shown} differ in width from the rest of the table ({usual} columns): "
+        "hand-edited or damaged output, read by cell borders"
+    )
 
 
 def _read_versions(joined: str, state: _Parse) -> None:
@@ -218,8 +245,18 @@ def _layout(header: Optional[Tuple[_Row, Optional[_Row]]], chip_rows: List[_Row]
     return row1, row2
 
 
-def _values(cell: str) -> List[Tuple[int, str]]:
-    return [(m.start(), m.group(0)) for m in _VALUE_RE.finditer(cell)]
+def _values(cell: str) -> List[str]:
+    """The values of a data cell: words, with ``used / total`` pairs joined (``0    / 0`` → ``0/0``)."""
+    tokens = cell.split()
+    if "/" not in cell:
+        return tokens
+    out: List[str] = []
+    for token in tokens:
+        if out and (out[-1].endswith("/") or token.startswith("/")):
+            out[-1] += token
+        else:
+            out.append(token)
+    return out
 
 
 def _assign(header: _Cell, cell: str) -> Dict[str, str]:
@@ -232,13 +269,13 @@ def _assign(header: _Cell, cell: str) -> Dict[str, str]:
     values = _values(cell)
     keys = header.keys
     if len(values) == len(keys):
-        return {k: v for k, (_, v) in zip(keys, values)}
+        return dict(zip(keys, values))
     if len(values) > len(keys) and keys and keys[-1] == "name":
         head = len(keys) - 1
-        name = cell[values[head][0] :].strip()
-        return {**{k: v for k, (_, v) in zip(keys[:head], values[:head])}, "name": name}
+        return {**dict(zip(keys[:head], values[:head])), "name": " ".join(values[head:])}
     out: Dict[str, str] = {}
-    for start, value in values:
+    for match in _VALUE_RE.finditer(cell):
+        start, value = match.start(), match.group(0).replace(" ", "")
         if not keys:
             break
         nearest = min(range(len(keys)), key=lambda j: abs(header.starts[j] - start))
@@ -254,6 +291,8 @@ def _read_chips(rows: List[_Row], layout: _Layout, state: _Parse) -> List[ChipSa
     chips: List[ChipSample] = []
     head1, head2 = layout
     health_at = next((i for i, c in enumerate(head1) if "health" in c.keys), None)
+    declared_both = frozenset(k for cell in head1 + head2 for k in cell.keys)
+    declared_first = frozenset(k for cell in head1 for k in cell.keys)
     blocks: Dict[int, List[_Row]] = {}
     for row in rows:
         blocks.setdefault(row.block, []).append(row)
@@ -266,10 +305,13 @@ def _read_chips(rows: List[_Row], layout: _Layout, state: _Parse) -> List[ChipSa
                 continue
             fields = _row_fields(first, head1, state)
             if second is None:
-                state.warnings.append(f"line {first.line_no}: chip row without its second row (cut or elided)")
+                state.warnings.append(
+                    f"line {first.line_no}: chip row without its second row (cut or elided)"
+                )
             else:
                 fields.update(_row_fields(second, head2, state))
-            chip = _chip(fields, head1 + (head2 if second is not None else ()), first.line_no, state)
+            declared = declared_first if second is None else declared_both
+            chip = _chip(fields, declared, first.line_no, state)
             if chip is not None:
                 chips.append(chip)
     return chips
@@ -278,7 +320,9 @@ def _read_chips(rows: List[_Row], layout: _Layout, state: _Parse) -> List[ChipSa
 def _looks_like_first_row(row: _Row, health_at: Optional[int]) -> bool:
     if health_at is None or health_at >= len(row.cells):
         return False
-    return Health.parse(row.cells[health_at]) is not Health.UNKNOWN or row.cells[health_at].upper() == "UNKNOWN"
+    return (
+        Health.parse(row.cells[health_at]) is not Health.UNKNOWN or row.cells[health_at].upper() == "UNKNOWN"
+    )
 
 
 def _row_fields(row: _Row, header: Tuple[_Cell, ...], state: _Parse) -> Dict[str, str]:
@@ -292,8 +336,9 @@ def _row_fields(row: _Row, header: Tuple[_Cell, ...], state: _Parse) -> Dict[str
     return fields
 
 
-def _chip(fields: Dict[str, str], header: Tuple[_Cell, ...], line_no: int, state: _Parse) -> Optional[ChipSample]:
-    declared = {key for cell in header for key in cell.keys}
+def _chip(
+    fields: Dict[str, str], declared: FrozenSet[str], line_no: int, state: _Parse
+) -> Optional[ChipSample]:
     npu_id = _int(fields.get("npu"))
     if npu_id is None:
         state.warnings.append(f"line {line_no}: no readable NPU ID; chip skipped")
@@ -315,10 +360,10 @@ def _chip(fields: Dict[str, str], header: Tuple[_Cell, ...], line_no: int, state
     return ChipSample(
         identity=identity,
         health=Health.parse(fields.get("health")),
-        power_w=reader.number("power", "power_w", float),
-        temperature_c=reader.number("temp", "temperature_c", int),
-        aicore_percent=reader.number("aicore", "aicore_percent", int),
-        npu_util_percent=reader.number("npu_util", "npu_util_percent", int),
+        power_w=reader.number("power", "power_w"),
+        temperature_c=_whole(reader.number("temp", "temperature_c")),
+        aicore_percent=_whole(reader.number("aicore", "aicore_percent")),
+        npu_util_percent=_whole(reader.number("npu_util", "npu_util_percent")),
         hbm_used_mib=hbm[0],
         hbm_total_mib=hbm[1],
         memory_used_mib=memory[0],
@@ -340,7 +385,9 @@ _ABSENT_COLUMN = {
 class _MetricReader:
     """Turns printed cells into numbers, and every absent one into a note saying why."""
 
-    def __init__(self, fields: Dict[str, str], declared: set[str], notes: Dict[str, MetricNote]) -> None:
+    def __init__(
+        self, fields: Dict[str, str], declared: FrozenSet[str], notes: Dict[str, MetricNote]
+    ) -> None:
         self.fields = fields
         self.declared = declared
         self.notes = notes
@@ -364,12 +411,12 @@ class _MetricReader:
         for metric in metrics:
             self.notes[metric] = MetricNote(status, reason)
 
-    def number(self, key: str, metric: str, kind: type) -> Optional[float]:
+    def number(self, key: str, metric: str) -> Optional[float]:
         raw = self.fields.get(key)
         if raw is None:
             self._absent(key, (metric,))
             return None
-        value = _number(raw, kind)
+        value = _number(raw)
         if value is None:
             self._placeholder(raw, (metric,))
         return value
@@ -387,23 +434,27 @@ class _MetricReader:
         return values
 
 
-def _number(raw: str, kind: type) -> Optional[float]:
+def _number(raw: str) -> Optional[float]:
     try:
         value = float(raw)
     except ValueError:
         return None
     if value != value or value in (float("inf"), float("-inf")):
         return None
-    if kind is int:
-        return int(value) if value.is_integer() else value
     return value
+
+
+def _whole(value: Optional[float]) -> Optional[int]:
+    """npu-smi prints temperature and utilisation as integers; keep them integers."""
+    return None if value is None else round(value)
 
 
 def _int(raw: Optional[str]) -> Optional[int]:
     if raw is None:
         return None
     text = raw.strip()
-    return int(text) if text.isdigit() else None
+    # isdigit() alone accepts '²' and other non-ASCII digits that int() refuses.
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def _text(raw: Optional[str]) -> Optional[str]:
@@ -429,7 +480,9 @@ def _process_keys(header: Optional[_Row]) -> List[Tuple[str, ...]]:
     return keys
 
 
-def _read_processes(rows: List[_Row], header: Optional[_Row], state: _Parse) -> Tuple[List[NpuProcess], List[int]]:
+def _read_processes(
+    rows: List[_Row], header: Optional[_Row], state: _Parse
+) -> Tuple[List[NpuProcess], List[int]]:
     keys = _process_keys(header)
     processes: List[NpuProcess] = []
     idle: List[int] = []
