@@ -15,7 +15,7 @@ __all__ = ["Sampler", "__version__", "snapshot"]
 
 def snapshot(**options: Any) -> Snapshot:
     """Take one sample of this machine's NPUs (options as ``Sampler.create``)."""
-    from npuwatch.sampler import Sampler  # noqa: PLC0415 — keep `import npuwatch` light
+    from npuwatch.sampler import Sampler
 
     with Sampler.create(**options) as sampler:
         return sampler.sample()
@@ -24,7 +24,7 @@ def snapshot(**options: Any) -> Snapshot:
 def __getattr__(name: str) -> Any:
     # `npuwatch.Sampler` without importing the sampler at `import npuwatch` time.
     if name == "Sampler":
-        from npuwatch.sampler import Sampler  # noqa: PLC0415
+        from npuwatch.sampler import Sampler
 
         return Sampler
     raise AttributeError(f"module 'npuwatch' has no attribute {name!r}")

@@ -9,7 +9,9 @@ from npuwatch.probes.npu_smi import find_npu_smi
 from npuwatch.probes.pci import scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
-NEXT_STEPS = "run `npuwatch doctor` to find out why, or `npuwatch --demo` to see npuwatch on a simulated machine"
+NEXT_STEPS = (
+    "run `npuwatch doctor` to find out why, or `npuwatch --demo` to see npuwatch on a simulated machine"
+)
 
 
 def machine_has_npu(sysroot: Sysroot, npu_smi: Optional[str] = None) -> bool:

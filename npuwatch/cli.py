@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from npuwatch import __version__
+
+if TYPE_CHECKING:
+    from npuwatch.sampler import Sampler
 
 EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
 DEFAULT_SCENARIO = "910b-training"
@@ -42,9 +45,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _shared_options() -> argparse.ArgumentParser:
+def _shared_options() -> _Parser:
     """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
-    shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
     group = shared.add_argument_group("data source")
     group.add_argument("--interval", type=_seconds, metavar="S", help="seconds between samples (default 1.0)")
     group.add_argument(
@@ -54,7 +57,9 @@ def _shared_options() -> argparse.ArgumentParser:
         metavar="SCENARIO",
         help=f"run on a simulated machine (default scenario {DEFAULT_SCENARIO}; `--demo list` lists them)",
     )
-    group.add_argument("--replay", metavar="FILE", help="read a saved `npu-smi info` output instead of the machine")
+    group.add_argument(
+        "--replay", metavar="FILE", help="read a saved `npu-smi info` output instead of the machine"
+    )
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
     group.add_argument("--devices", type=_devices, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
@@ -68,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     shared = _shared_options()
     parser = _Parser(
         prog="npuwatch",
-        description="Watch, diagnose and health-check Huawei Ascend NPUs. Without a sub-command: the live view.",
+        description="Watch, diagnose and health-check Huawei Ascend NPUs. "
+        "Without a sub-command: the live view.",
         parents=[shared],
     )
     parser.add_argument("--version", action="version", version=f"npuwatch {__version__}")
@@ -77,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         "snapshot",
         parents=[shared],
         help="print one sample as a table or JSON",
-        description="Print one sample of every chip, process and the host. Exit 0, or 1 when no NPU could be read.",
+        description="Print one sample of every chip, process and the host. "
+        "Exit 0, or 1 when no NPU could be read.",
     )
     snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
     return parser
@@ -98,12 +105,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:
         if getattr(locals().get("args"), "verbose", False):
             raise
-        print(f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
-              file=sys.stderr)
+        print(
+            f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
+            file=sys.stderr,
+        )
         return 70  # EX_SOFTWARE
 
 
-def _sampler_options(args: argparse.Namespace) -> Dict[str, object]:
+def _sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
     demo = getattr(args, "demo", None)
     if demo is not None:
         _check_scenario(demo)
@@ -121,7 +130,7 @@ def _sampler_options(args: argparse.Namespace) -> Dict[str, object]:
 
 
 def _check_scenario(name: str) -> None:
-    from npuwatch.probes.simulator import list_scenarios  # noqa: PLC0415 — only for --demo
+    from npuwatch.probes.simulator import list_scenarios
 
     names = [scenario for scenario, _ in list_scenarios()]
     if name in names:
@@ -133,19 +142,19 @@ def _check_scenario(name: str) -> None:
     raise UsageError(f"unknown demo scenario {name!r}; choose one of:\n{listing}")
 
 
-def _open_sampler(args: argparse.Namespace):  # noqa: ANN202 — returns npuwatch.sampler.Sampler
-    from npuwatch.wiring import build_sampler  # noqa: PLC0415
+def _open_sampler(args: argparse.Namespace) -> Sampler:
+    from npuwatch.wiring import build_sampler
 
     try:
-        return build_sampler(**_sampler_options(args))  # type: ignore[arg-type]
+        return build_sampler(**_sampler_options(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from npuwatch import snapshot_json  # noqa: PLC0415
-    from npuwatch.availability import no_data_reason  # noqa: PLC0415
-    from npuwatch.widgets.text import render_snapshot  # noqa: PLC0415
+    from npuwatch import snapshot_json
+    from npuwatch.availability import no_data_reason
+    from npuwatch.widgets.text import render_snapshot
 
     with _open_sampler(args) as sampler:
         snapshot = sampler.sample()
@@ -161,7 +170,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _cmd_live(args: argparse.Namespace) -> int:
-    from npuwatch.live_text import run_live  # noqa: PLC0415
+    from npuwatch.live_text import run_live
 
     options = _sampler_options(args)
     return run_live(options)

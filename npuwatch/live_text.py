@@ -8,8 +8,8 @@ from typing import Any, Dict
 
 from npuwatch.availability import machine_has_npu
 from npuwatch.probes.sysroot import Sysroot
-from npuwatch.wiring import build_sampler
 from npuwatch.widgets.text import render_snapshot
+from npuwatch.wiring import build_sampler
 
 _CLEAR = "\x1b[H\x1b[2J"
 DEMO_FALLBACK = "910b-training"

@@ -72,7 +72,7 @@ class Sampler:
     @classmethod
     def create(cls, **options: Any) -> Sampler:
         """Wire a sampler for this machine, a ``demo`` scenario or a ``replay`` capture."""
-        from npuwatch.wiring import build_sampler  # noqa: PLC0415 — the simulator is heavy
+        from npuwatch.wiring import build_sampler
 
         return build_sampler(**options)
 
@@ -111,7 +111,9 @@ class Sampler:
             processes = [p for p in processes if p.npu_id in self.devices]
         probes = [_npu_smi_report(reading), pci_report]
         host_info = None
-        if self.host is not None:
+        if self.host is None:
+            processes = [replace(p, host_unavailable=_NO_HOST) for p in processes]
+        else:
             started = time.monotonic()
             host_info = self.host.sample()
             processes = list(self.host.enrich(processes))
@@ -134,10 +136,16 @@ class Sampler:
 
     # --- chips: fresh, stale, or failed ---------------------------------------------------
 
-    def _chips(self, reading: SourceReading, now: float) -> Tuple[List[ChipSample], List[NpuProcess], List[str]]:
+    def _chips(
+        self, reading: SourceReading, now: float
+    ) -> Tuple[List[ChipSample], List[NpuProcess], List[str]]:
         if reading.table is not None:
             self._last_good = (reading.table, now)
-            return list(reading.table.chips), list(reading.table.processes), list(reading.table.warnings)
+            return (
+                list(reading.table.chips),
+                list(reading.table.processes),
+                list(reading.table.warnings),
+            )
         failure = reading.failure
         assert failure is not None  # a reading has a table or a failure
         warnings = [f"npu-smi: {failure.message} — {failure.hint}"]
@@ -146,7 +154,11 @@ class Sampler:
         table, taken = self._last_good
         age_s = now - taken
         if age_s <= STALE_AFTER_S:
-            return [_stale(chip, failure, age_s) for chip in table.chips], list(table.processes), warnings
+            return (
+                [_stale(chip, failure, age_s) for chip in table.chips],
+                list(table.processes),
+                warnings,
+            )
         return [_failed(chip, failure) for chip in table.chips], [], warnings
 
     def _inventory(self, now: float) -> Tuple[PciInventory, ProbeReport]:
@@ -178,6 +190,9 @@ class Sampler:
         )
 
 
+_NO_HOST = "no host probe for this source (a replayed capture holds no host details)"
+
+
 def _stale(chip: ChipSample, failure: NpuSmiFailure, age_s: float) -> ChipSample:
     reason = f"{failure.message}; showing the value from {age_s:.0f} s ago"
     notes = dict(chip.notes)
@@ -207,5 +222,6 @@ def _npu_smi_report(reading: SourceReading) -> ProbeReport:
 def _models(inventory: PciInventory) -> str:
     counts: dict[str, int] = {}
     for function in inventory.functions:
-        counts[function.model] = counts.get(function.model, 0) + 1
+        model = function.model or f"device {function.device_id or 0:#06x}"
+        counts[model] = counts.get(model, 0) + 1
     return ", ".join(f"{model} ×{n}" for model, n in sorted(counts.items()))

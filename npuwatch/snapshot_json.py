@@ -56,7 +56,12 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
         "host": None if snapshot.host is None else _host_dict(snapshot.host),
         "warnings": list(snapshot.warnings),
         "probes": [
-            {"name": p.name, "status": p.status.value, "duration_s": p.duration_s, "message": p.message}
+            {
+                "name": p.name,
+                "status": p.status.value,
+                "duration_s": p.duration_s,
+                "message": p.message,
+            }
             for p in snapshot.probes
         ],
     }
@@ -136,9 +141,20 @@ def from_dict(data: Mapping[str, Any]) -> Snapshot:
 
 
 def _chip_from(data: Mapping[str, Any]) -> ChipSample:
-    identity = ChipIdentity(**{f: data.get(f) for f in _IDENTITY_FIELDS})
+    identity = ChipIdentity(
+        npu_id=int(data["npu_id"]),
+        chip_id=int(data.get("chip_id") or 0),
+        name=data.get("name"),
+        bus_id=data.get("bus_id"),
+        phy_id=data.get("phy_id"),
+        device_id=data.get("device_id"),
+        logic_id=data.get("logic_id"),
+    )
     statuses: Mapping[str, str] = data.get("metric_status") or {}
-    reasons: Dict[str, str] = {**(data.get("unavailable") or {}), **(data.get("metric_notes") or {})}
+    reasons: Dict[str, str] = {
+        **(data.get("unavailable") or {}),
+        **(data.get("metric_notes") or {}),
+    }
     notes = {
         name: MetricNote(MetricStatus(statuses.get(name, "unsupported")), reason)
         for name, reason in reasons.items()

@@ -73,7 +73,7 @@ class CaptureSource:
             return SourceReading(None, failure, time.monotonic() - started)
         # A saved error text (`dcmi module initialize failed. ret is -8005`) is explained
         # exactly as it would be live.
-        failure = classify(RunResult(("npu-smi", "info"), 0, text, "", 0.0))
-        if failure is not None:
-            return SourceReading(None, failure, time.monotonic() - started)
+        explained = classify(RunResult(("npu-smi", "info"), 0, text, "", 0.0))
+        if explained is not None:
+            return SourceReading(None, explained, time.monotonic() - started)
         return SourceReading(parse_info(text), None, time.monotonic() - started)

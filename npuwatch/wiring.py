@@ -47,9 +47,13 @@ def build_sampler(
 
 
 def _demo_sampler(
-    scenario: str, timeout_s: float, interval_s: float, devices: Optional[frozenset[int]], host: bool
+    scenario: str,
+    timeout_s: float,
+    interval_s: float,
+    devices: Optional[frozenset[int]],
+    host: bool,
 ) -> Sampler:
-    from npuwatch.probes.simulator import Simulation  # noqa: PLC0415 — only the demo needs it
+    from npuwatch.probes.simulator import Simulation
 
     sim = Simulation.start(scenario)
     try:

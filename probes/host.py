@@ -68,7 +68,9 @@ class PsutilLookup:
         except psutil.AccessDenied:
             return f"access to process {pid} denied (run as root or as its owner to see its details)"
 
-    def _user_and_command(self, proc: psutil.Process, pid: int, created: float) -> Tuple[Optional[str], Optional[str]]:
+    def _user_and_command(
+        self, proc: psutil.Process, pid: int, created: float
+    ) -> Tuple[Optional[str], Optional[str]]:
         key = (pid, created)
         known = self._static.get(key)
         if known is None:

@@ -161,7 +161,8 @@ def _explain_text(text: str, exit_code: Optional[int]) -> Optional[NpuSmiFailure
         return NpuSmiFailure(
             FailureKind.PERMISSION,
             f"npu-smi was refused access: {_first_line(text)}",
-            "run as root or join the HwHiAiUser group (`sudo usermod -aG HwHiAiUser $USER`, then log in again)",
+            "run as root or join the HwHiAiUser group "
+            "(`sudo usermod -aG HwHiAiUser $USER`, then log in again)",
             exit_code=exit_code,
             output=text,
         )
@@ -224,7 +225,7 @@ def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[P
             return path
     if not sysroot.is_live:
         return None
-    import shutil  # noqa: PLC0415 — only the live fallback needs it
+    import shutil
 
     found = shutil.which("npu-smi")
     return Path(found) if found else None
@@ -240,9 +241,7 @@ class NpuSmi:
     def call(self, args: Sequence[str]) -> NpuSmiOutput:
         """Run ``npu-smi <args>``; raise ``NpuSmiError`` with the explained failure."""
         if self.path is None:
-            raise NpuSmiError(
-                NpuSmiFailure(FailureKind.NOT_FOUND, "npu-smi was not found", _NOT_FOUND_HINT)
-            )
+            raise NpuSmiError(NpuSmiFailure(FailureKind.NOT_FOUND, "npu-smi was not found", _NOT_FOUND_HINT))
         argv = (str(self.path), *args)
         try:
             result = run(argv, self.timeout_s, env=_child_env())
@@ -267,9 +266,7 @@ class NpuSmi:
 
 def _launch_failure(exc: LaunchError) -> NpuSmiFailure:
     if exc.errno_name == "ENOENT":
-        return NpuSmiFailure(
-            FailureKind.NOT_FOUND, f"npu-smi not found at {exc.argv[0]}", _NOT_FOUND_HINT
-        )
+        return NpuSmiFailure(FailureKind.NOT_FOUND, f"npu-smi not found at {exc.argv[0]}", _NOT_FOUND_HINT)
     if exc.errno_name == "EACCES":
         return NpuSmiFailure(
             FailureKind.PERMISSION,

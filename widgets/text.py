@@ -46,7 +46,18 @@ def _versions(snapshot: Snapshot) -> str:
     return " · ".join(f"{name} {value or fmt.NA}" for name, value in parts)
 
 
-_CHIP_HEADER = ("NPU", "Chip", "Phy", "Name", "Bus-Id", "Health", "AICore", "Memory", "Power", "Temp")
+_CHIP_HEADER = (
+    "NPU",
+    "Chip",
+    "Phy",
+    "Name",
+    "Bus-Id",
+    "Health",
+    "AICore",
+    "Memory",
+    "Power",
+    "Temp",
+)
 
 
 def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
@@ -87,7 +98,17 @@ def _process_row(process: NpuProcess, now_s: float) -> Tuple[str, ...]:
     npu_mem = "n/a" if process.npu_memory_mib is None else f"{process.npu_memory_mib} MiB"
     if host is None:
         command = f"{process.name or '?'}  ({process.host_unavailable or 'no host details'})"
-        return (str(process.npu_id), str(process.chip_id), str(process.pid), "-", npu_mem, "-", "-", "-", command)
+        return (
+            str(process.npu_id),
+            str(process.chip_id),
+            str(process.pid),
+            "-",
+            npu_mem,
+            "-",
+            "-",
+            "-",
+            command,
+        )
     elapsed = None if host.start_time_s is None else now_s - host.start_time_s
     return (
         str(process.npu_id),

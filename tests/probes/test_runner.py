@@ -22,7 +22,12 @@ def _script(tmp_path: Path, body: str, name: str = "tool") -> Path:
 def test_captures_stdout_stderr_and_exit_code(tmp_path):
     tool = _script(tmp_path, "echo out; echo err >&2; exit 3")
     result = run([str(tool)], timeout_s=5)
-    assert (result.stdout, result.stderr, result.exit_code, result.timed_out) == ("out\n", "err\n", 3, False)
+    assert (result.stdout, result.stderr, result.exit_code, result.timed_out) == (
+        "out\n",
+        "err\n",
+        3,
+        False,
+    )
 
 
 def test_timeout_kills_the_whole_process_group_and_leaves_no_orphan(tmp_path):

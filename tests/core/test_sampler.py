@@ -1,0 +1,171 @@
+"""Tests for the Sampler: fresh, stale and failed ticks; PCIe merge; devices; history; no overlap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from npuwatch.model import Health, MetricStatus
+from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
+from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot_builder import SysrootBuilder
+from npuwatch.sampler import STALE_AFTER_S, Sampler
+from npuwatch.sources import SourceReading
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
+
+
+def capture(name: str) -> str:
+    return next(DATA.glob(f"{name}_*.txt")).read_text()
+
+
+TIMEOUT = NpuSmiFailure(FailureKind.TIMEOUT, "npu-smi did not answer within 5.0 s", "check dmesg")
+
+
+class ScriptedSource:
+    """Returns the given readings in turn (the last one repeats)."""
+
+    label = "npu-smi"
+
+    def __init__(self, readings: List[SourceReading], delay_s: float = 0.0) -> None:
+        self.readings = readings
+        self.calls = 0
+        self.delay_s = delay_s
+        self.running = 0
+        self.max_running = 0
+
+    def read(self) -> SourceReading:
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        time.sleep(self.delay_s)
+        reading = self.readings[min(self.calls, len(self.readings) - 1)]
+        self.calls += 1
+        self.running -= 1
+        return reading
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def good(name: str = "001") -> SourceReading:
+    return SourceReading(parse_info(capture(name)), None, 0.2)
+
+
+def failed(failure: Optional[NpuSmiFailure] = None) -> SourceReading:
+    return SourceReading(None, failure or TIMEOUT, 5.0)
+
+
+def make(tmp_path, readings, **kw) -> tuple:
+    clock = Clock()
+    source = ScriptedSource(readings)
+    sampler = Sampler(source, Sysroot(tmp_path, environ={}), None, clock=clock, **kw)
+    return sampler, clock, source
+
+
+def test_fresh_sample_carries_the_table(tmp_path):
+    sampler, _, _ = make(tmp_path, [good()])
+    snap = sampler.sample()
+    assert len(snap.chips) == 8
+    assert snap.chips[0].hbm_used_mib == 33126
+    assert snap.versions.npu_smi == "25.2.0"
+    assert snap.versions.driver == "25.2.0"  # no version.info in the tree: the header's Version:
+    assert snap.probe("npu-smi").status is MetricStatus.OK
+    assert snap.source == "npu-smi"
+    # no host probe: each process says why it has no host details
+    assert all(p.host is None and p.host_unavailable for p in snap.processes)
+
+
+def test_failure_within_ten_seconds_keeps_values_marked_stale(tmp_path):
+    sampler, clock, _ = make(tmp_path, [good(), failed()])
+    sampler.sample()
+    clock.now += 3
+    snap = sampler.sample()
+    chip = snap.chips[0]
+    assert chip.power_w == 135.9
+    assert chip.notes["power_w"].status is MetricStatus.STALE
+    assert "3 s ago" in chip.notes["power_w"].reason
+    assert "power_w" not in chip.unavailable()  # stale values are numbers, not gaps
+    assert snap.probe("npu-smi").status is MetricStatus.TIMEOUT
+    assert any("did not answer" in w for w in snap.warnings)
+
+
+def test_failure_after_ten_seconds_gives_nulls_with_the_failure_status(tmp_path):
+    sampler, clock, _ = make(tmp_path, [good(), failed()])
+    sampler.sample()
+    clock.now += STALE_AFTER_S + 1
+    snap = sampler.sample()
+    chip = snap.chips[0]
+    assert chip.identity.bus_id == "0000:C1:00.0"  # identity survives
+    assert chip.health is Health.UNKNOWN
+    assert chip.power_w is None
+    assert chip.notes["power_w"].status is MetricStatus.TIMEOUT
+    assert chip.unavailable()["hbm_used_mib"].startswith("npu-smi did not answer")
+    assert snap.processes == ()
+
+
+def test_failure_with_no_history_has_no_chips_and_a_warning(tmp_path):
+    failure = NpuSmiFailure(
+        FailureKind.DCMI, "npu-smi failed with DCMI error -8005", "mount the nodes", dcmi_code=-8005
+    )
+    sampler, _, _ = make(tmp_path, [failed(failure)])
+    snap = sampler.sample()
+    assert snap.chips == ()
+    assert snap.probe("npu-smi").status is MetricStatus.ERROR
+    assert "mount the nodes" in snap.warnings[0]
+
+
+def test_pcie_link_is_merged_by_bus_id(tmp_path):
+    builder = SysrootBuilder(tmp_path)
+    builder.add_pci_function("0000:c1:00.0", device_id=0xD802, current_width=8, max_width=16)
+    sampler, _, _ = make(tmp_path, [good()])
+    snap = sampler.sample()
+    first = snap.chip(0)
+    assert first is not None and first.pcie is not None
+    assert (first.pcie.current_width, first.pcie.max_width, first.pcie.degraded) == (8, 16, True)
+    assert snap.chip(1).pcie is None  # not in the tree
+
+
+def test_devices_filter_keeps_only_those_npus(tmp_path):
+    sampler, _, _ = make(tmp_path, [good()], devices=frozenset({1, 3}))
+    snap = sampler.sample()
+    assert [c.identity.npu_id for c in snap.chips] == [1, 3]
+    assert {p.npu_id for p in snap.processes} == {1, 3}
+
+
+def test_history_records_each_chip(tmp_path):
+    sampler, clock, _ = make(tmp_path, [good(), good("022")])
+    sampler.sample()
+    clock.now += 1
+    sampler.sample()
+    assert sampler.history.values((0, 0), "hbm_used_mib") == [33126.0, 2654.0]
+    assert sampler.history.values((0, 0), "npu_util_percent") == [None, None]
+    assert len(sampler.history.chips()) == 8
+
+
+def test_concurrent_samples_never_overlap_npu_smi_calls(tmp_path):
+    source = ScriptedSource([good()], delay_s=0.05)
+    sampler = Sampler(source, Sysroot(tmp_path, environ={}), None)
+    threads = [threading.Thread(target=sampler.sample) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert source.calls == 4
+    assert source.max_running == 1
+
+
+def test_versions_come_from_install_files(tmp_path):
+    builder = SysrootBuilder(tmp_path)
+    builder.install_driver("24.1.rc1")
+    sampler, _, _ = make(tmp_path, [good()])
+    snap = sampler.sample()
+    assert snap.versions.driver == "24.1.rc1"  # version.info wins over the table header
+    assert snap.versions.npu_smi == "25.2.0"

@@ -1,0 +1,70 @@
+"""The headless paths import no UI library (DESIGN §1 import rules), and nothing imports folder names."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import npuwatch",
+        "import npuwatch.model, npuwatch.sampler, npuwatch.history, npuwatch.snapshot_json",
+        "import npuwatch.probes.npu_smi, npuwatch.probes.npu_smi_table, npuwatch.probes.pci",
+        "import npuwatch.probes.host, npuwatch.probes.sysroot, npuwatch.probes.runner",
+        "import npuwatch.wiring, npuwatch.availability",
+        "import npuwatch.widgets.text, npuwatch.widgets.format",
+        "import npuwatch.cli",
+    ],
+)
+def test_headless_modules_load_no_ui_library(statement):
+    code = f"{statement}; import sys; print([m for m in {UI_MODULES!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+
+
+def test_snapshot_command_loads_no_ui_library(tmp_path):
+    code = (
+        "import sys, runpy; sys.argv = ['npuwatch', 'snapshot', '--root', %r];"
+        "from npuwatch.cli import main; main();"
+        "print([m for m in %r if m in sys.modules])" % (str(tmp_path), UI_MODULES)
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_code_imports_npuwatch_names_never_the_folder_names():
+    offenders = []
+    for folder in ("npuwatch", "probes", "widgets", "tests", "benchmarks"):
+        for path in (REPO / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                offenders += [f"{path}:{node.lineno}" for n in names if n.split(".")[0] in ("probes", "widgets")]
+    assert offenders == []
+
+
+def test_no_io_at_import_time_of_probes():
+    # Importing the probes must not start a process or read the machine.
+    code = (
+        "import subprocess; calls = []\n"
+        "orig = subprocess.Popen.__init__\n"
+        "def spy(self, *a, **k): calls.append(a); orig(self, *a, **k)\n"
+        "subprocess.Popen.__init__ = spy\n"
+        "import npuwatch.probes.npu_smi, npuwatch.probes.pci, npuwatch.probes.host, npuwatch.sampler\n"
+        "print(len(calls))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "0"

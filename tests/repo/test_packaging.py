@@ -1,0 +1,28 @@
+"""The wheel maps probes/ and widgets/ under npuwatch (DESIGN §1) and ships every module and data file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+from tests.conftest import REPO
+
+
+def test_wheel_contains_every_module_under_the_npuwatch_name(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    wheel = next(tmp_path.glob("npuwatch-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"npuwatch/{p.relative_to(REPO / 'npuwatch')}" for p in (REPO / "npuwatch").rglob("*.py")}
+    for folder in ("probes", "widgets"):
+        expected |= {f"npuwatch/{folder}/{p.relative_to(REPO / folder)}" for p in (REPO / folder).rglob("*.py")}
+    expected = {name for name in expected if "__pycache__" not in name}
+    assert expected - names == set()
+    assert "npuwatch/py.typed" in names
+    assert "npuwatch/snapshot-v1.schema.json" in names
+    assert not any(n.startswith(("probes/", "widgets/")) for n in names)
