@@ -163,11 +163,14 @@ def _split_rows(text: str, state: _Parse) -> List[_Row]:
     elided = False
     widths: Dict[int, List[int]] = {}  # line width → line numbers
     last_is_border = True
+    top_border: Optional[str] = None
     for line_no, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
         if _BORDER_RE.match(line):
+            if block == 0 and not rows:
+                top_border = line
             block += 1
             widths.setdefault(len(line), []).append(line_no)
             last_is_border = True
@@ -175,6 +178,8 @@ def _split_rows(text: str, state: _Parse) -> List[_Row]:
             cut = not line.endswith("|") or len(line) == 1
             body = line[1:] if cut else line[1:-1]
             rows.append(_Row(line_no, tuple(c.strip() for c in body.split("|")), block, cut))
+            if top_border is not None and len(rows) == 1:
+                _check_top_border(top_border, line, state)
             if cut:
                 state.warnings.append(f"line {line_no} is cut short (no closing '|'): read as far as it goes")
             else:
@@ -189,6 +194,16 @@ def _split_rows(text: str, state: _Parse) -> List[_Row]:
         state.warnings.append("the table ends without its closing border: the output may be cut short")
     _check_widths(widths, state)
     return rows
+
+
+def _check_top_border(border: str, row: str, state: _Parse) -> None:
+    """The top border's ``+`` joints stand over the first row's ``|`` (052 was edited: they do not)."""
+    joints = {i for i, ch in enumerate(border) if ch == "+"}
+    bars = {i for i, ch in enumerate(row) if ch == "|"}
+    if not joints <= bars:
+        state.warnings.append(
+            "the top border's joints do not line up with the first row (hand-edited or damaged output)"
+        )
 
 
 def _check_widths(widths: Dict[int, List[int]], state: _Parse) -> None:

@@ -1,0 +1,98 @@
+"""Tests for the host probe: host figures, and process enrichment by PID namespace."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional, Union
+
+from npuwatch.model import NpuProcess, ProcessHostInfo
+from npuwatch.probes.host import HostProbe, PsutilLookup
+
+
+class FakeLookup:
+    def __init__(self, known: Dict[int, tuple]) -> None:
+        self.known = known  # pid -> (name, info)
+
+    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
+        if pid not in self.known:
+            return f"no process {pid} on this host"
+        return self.known[pid][1]
+
+    def name_of(self, pid: int) -> Optional[str]:
+        return self.known[pid][0] if pid in self.known else None
+
+
+INFO = ProcessHostInfo(user="alice", command="python train.py", cpu_percent=97.0, rss_bytes=123, start_time_s=1.0)
+
+
+def proc(pid: int, name: Optional[str] = "python", container_pid: Optional[int] = None) -> NpuProcess:
+    return NpuProcess(npu_id=0, chip_id=0, pid=pid, name=name, npu_memory_mib=100, container_pid=container_pid)
+
+
+def test_host_sample_has_real_figures():
+    info = HostProbe(lookup=FakeLookup({})).sample()
+    assert info.hostname
+    assert info.memory_total_bytes and info.memory_total_bytes > 0
+    assert 0 <= (info.cpu_percent or 0) <= 100
+    assert len(info.per_cpu_percent) == os.cpu_count()
+
+
+def test_host_namespace_enriches_a_matching_process():
+    probe = HostProbe(lookup=FakeLookup({42: ("python", INFO)}), host_pid_namespace=True)
+    (out,) = probe.enrich([proc(42)])
+    assert out.host == INFO
+    assert out.host_unavailable is None
+
+
+def test_npu_smi_name_is_compared_on_the_15_character_task_name():
+    probe = HostProbe(lookup=FakeLookup({7: ("VLLMWorker_TP_long_name", INFO)}), host_pid_namespace=True)
+    (out,) = probe.enrich([proc(7, name="VLLMWorker_TP_l")])
+    assert out.host == INFO
+
+
+def test_a_different_process_behind_the_pid_is_not_attributed():
+    probe = HostProbe(lookup=FakeLookup({42: ("bash", INFO)}), host_pid_namespace=True)
+    (out,) = probe.enrich([proc(42, name="python")])
+    assert out.host is None
+    assert "'bash', not 'python'" in (out.host_unavailable or "")
+
+
+def test_missing_process_says_why():
+    (out,) = HostProbe(lookup=FakeLookup({}), host_pid_namespace=True).enrich([proc(9)])
+    assert out.host is None
+    assert out.host_unavailable == "no process 9 on this host"
+
+
+def test_container_namespace_without_container_pid_says_why():
+    probe = HostProbe(lookup=FakeLookup({42: ("python", INFO)}), host_pid_namespace=False)
+    (out,) = probe.enrich([proc(42)])
+    assert out.host is None
+    assert "container PID namespace" in (out.host_unavailable or "")
+
+
+def test_container_namespace_uses_the_container_pid_column():
+    probe = HostProbe(lookup=FakeLookup({5: ("python", INFO)}), host_pid_namespace=False)
+    (out,) = probe.enrich([proc(485946, container_pid=5)])
+    assert out.host == INFO
+
+
+def test_blank_npu_smi_name_is_still_enriched():
+    # capture 003: the process name column is empty inside a container
+    probe = HostProbe(lookup=FakeLookup({641248: ("python3", INFO)}), host_pid_namespace=True)
+    (out,) = probe.enrich([proc(641248, name=None)])
+    assert out.host == INFO
+
+
+def test_psutil_lookup_reads_this_process():
+    lookup = PsutilLookup()
+    found = lookup.lookup(os.getpid())
+    assert isinstance(found, ProcessHostInfo)
+    assert found.rss_bytes and found.rss_bytes > 0
+    assert found.start_time_s and found.start_time_s > 0
+    assert "python" in (found.command or "").lower() or "pytest" in (found.command or "")
+
+
+def test_psutil_lookup_of_a_dead_pid_says_why():
+    found = PsutilLookup().lookup(2**22 + 12345)
+    assert isinstance(found, str)
+    assert "no process" in found
