@@ -26,7 +26,9 @@ def capture(number: str) -> str:
     return next(CAPTURES.glob(f"{number}_*.txt")).read_text()
 
 
-def per_call_us(fn: Callable[[], object], clock: Callable[[], float], repeat: int = 7, number: int = 200) -> float:
+def per_call_us(
+    fn: Callable[[], object], clock: Callable[[], float], repeat: int = 7, number: int = 200
+) -> float:
     """Best-of-median: the median over `repeat` rounds of the mean of `number` calls, in µs."""
     rounds: List[float] = []
     for _ in range(repeat):

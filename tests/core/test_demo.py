@@ -75,7 +75,9 @@ def test_chip_alarm_and_pcie_degraded_show_up(capsys):
     assert "Alarm" in healths
     main(["snapshot", "--json", "--demo", "pcie-degraded"])
     chips = json.loads(capsys.readouterr().out)["chips"]
-    degraded = [c for c in chips if c["pcie"] and (c["pcie"]["current_width"] or 0) < (c["pcie"]["max_width"] or 0)]
+    degraded = [
+        c for c in chips if c["pcie"] and (c["pcie"]["current_width"] or 0) < (c["pcie"]["max_width"] or 0)
+    ]
     assert degraded
 
 

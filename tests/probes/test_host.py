@@ -22,11 +22,15 @@ class FakeLookup:
         return self.known[pid][0] if pid in self.known else None
 
 
-INFO = ProcessHostInfo(user="alice", command="python train.py", cpu_percent=97.0, rss_bytes=123, start_time_s=1.0)
+INFO = ProcessHostInfo(
+    user="alice", command="python train.py", cpu_percent=97.0, rss_bytes=123, start_time_s=1.0
+)
 
 
 def proc(pid: int, name: Optional[str] = "python", container_pid: Optional[int] = None) -> NpuProcess:
-    return NpuProcess(npu_id=0, chip_id=0, pid=pid, name=name, npu_memory_mib=100, container_pid=container_pid)
+    return NpuProcess(
+        npu_id=0, chip_id=0, pid=pid, name=name, npu_memory_mib=100, container_pid=container_pid
+    )
 
 
 def test_host_sample_has_real_figures():

@@ -33,9 +33,8 @@ def test_headless_modules_load_no_ui_library(statement):
 
 def test_snapshot_command_loads_no_ui_library(tmp_path):
     code = (
-        "import sys, runpy; sys.argv = ['npuwatch', 'snapshot', '--root', %r];"
-        "from npuwatch.cli import main; main();"
-        "print([m for m in %r if m in sys.modules])" % (str(tmp_path), UI_MODULES)
+        f"import sys; from npuwatch.cli import main; main(['snapshot', '--root', {str(tmp_path)!r}]);"
+        f"print([m for m in {UI_MODULES!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
     assert out.stdout.strip().splitlines()[-1] == "[]"
@@ -52,7 +51,9 @@ def test_code_imports_npuwatch_names_never_the_folder_names():
                     names = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                     names = [node.module]
-                offenders += [f"{path}:{node.lineno}" for n in names if n.split(".")[0] in ("probes", "widgets")]
+                offenders += [
+                    f"{path}:{node.lineno}" for n in names if n.split(".")[0] in ("probes", "widgets")
+                ]
     assert offenders == []
 
 

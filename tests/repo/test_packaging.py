@@ -11,7 +11,17 @@ from tests.conftest import REPO
 
 def test_wheel_contains_every_module_under_the_npuwatch_name(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
         capture_output=True,
         text=True,
     )
@@ -20,7 +30,9 @@ def test_wheel_contains_every_module_under_the_npuwatch_name(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"npuwatch/{p.relative_to(REPO / 'npuwatch')}" for p in (REPO / "npuwatch").rglob("*.py")}
     for folder in ("probes", "widgets"):
-        expected |= {f"npuwatch/{folder}/{p.relative_to(REPO / folder)}" for p in (REPO / folder).rglob("*.py")}
+        expected |= {
+            f"npuwatch/{folder}/{p.relative_to(REPO / folder)}" for p in (REPO / folder).rglob("*.py")
+        }
     expected = {name for name in expected if "__pycache__" not in name}
     assert expected - names == set()
     assert "npuwatch/py.typed" in names

@@ -1,0 +1,208 @@
+"""Provides the demo scenarios (DESIGN §4): each simulated machine is a few lines of data."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, List, Tuple
+
+from npuwatch.probes.simulator.scenarios import (
+    EVALUATION,
+    INFERENCE,
+    ChipSpec,
+    HealthOverride,
+    Layout,
+    NpuSmiMode,
+    PciSpec,
+    ProcessSpec,
+    Scenario,
+    Versions,
+)
+
+# --- builders for common machines ------------------------------------------------------------
+
+# Bus-Ids of an Atlas 800T A2 in NPU order (001, 008, 022): BDF order is not NPU order.
+_A2_BUSES = ("C1", "C2", "81", "82", "01", "02", "41", "42")
+# Atlas A3 (100): chip 0 / chip 1 of NPUs 0-7.
+_A3_BUSES = (
+    "9D", "9F", "99", "9B", "95", "97", "91", "93", "8D", "8F", "89", "8B", "85", "87", "81", "83",
+)  # fmt: skip
+DCMI_8005 = (
+    "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\ndcmi module initialize failed. ret is -8005\n"
+)
+
+
+def _bdf(bus_id: str) -> str:
+    return bus_id.lower()
+
+
+def atlas_a2(
+    name: str = "910B3", hbm_total_mib: int = 65536
+) -> Tuple[Tuple[ChipSpec, ...], Tuple[PciSpec, ...]]:
+    """8 × 910B, one chip per NPU and per PCI function (d802)."""
+    baseline = 3402 if hbm_total_mib > 32768 else 2654  # 008 (64 GB) and 022 (32 GB) idle
+    chips = tuple(
+        ChipSpec(n, 0, n, f"0000:{bus}:00.0", name, hbm_total_mib, 0, baseline, 0, 92.0, 400.0)
+        for n, bus in enumerate(_A2_BUSES)
+    )
+    pci = tuple(PciSpec(_bdf(c.bus_id), 0xD802, 0x3003) for c in chips)  # 079: 0x3003
+    return chips, pci
+
+
+def _a3() -> Tuple[Tuple[ChipSpec, ...], Tuple[PciSpec, ...]]:
+    chips = tuple(
+        ChipSpec(
+            phy // 2, phy % 2, phy, f"0000:{bus}:00.0", "Ascend910", 65536, 0,
+            3400 if phy % 2 == 0 else 3204, 0, 175.0, 550.0, power_shown=phy % 2 == 0,
+        )
+        for phy, bus in enumerate(_A3_BUSES)
+    )  # fmt: skip
+    return chips, tuple(PciSpec(_bdf(c.bus_id), 0xD803) for c in chips)
+
+
+def _duo() -> Tuple[Tuple[ChipSpec, ...], Tuple[PciSpec, ...]]:
+    # Two Atlas 300I Duo cards with sparse NPU IDs; both chips of a card share a Bus-Id (044).
+    chips: List[ChipSpec] = []
+    for card, (npu_id, bus) in enumerate(((2, "01"), (5, "82"))):
+        for chip in (0, 1):
+            total = 44280 if chip == 0 else 43693
+            chips.append(
+                ChipSpec(npu_id, chip, card * 2 + chip, f"0000:{bus}:00.0", "310P3", 0, total,
+                         0, 1820, 0.0, 0.0, power_shown=False, hugepages_total=0)
+            )  # fmt: skip
+    pci = tuple(
+        PciSpec(_bdf(c.bus_id), 0xD500, 0x0110, "16.0 GT/s PCIe", "16.0 GT/s PCIe")
+        for c in chips
+        if c.chip_id == 0
+    )
+    return tuple(chips), pci
+
+
+def _training(chips: Tuple[ChipSpec, ...], skip: Tuple[int, ...] = ()) -> Tuple[ProcessSpec, ...]:
+    """One python process per chip owned by one user, plus an eval job that comes and goes."""
+    used = [c for c in chips if c.npu_id not in skip]
+    hbm = int(used[0].hbm_total_mib * 0.82) - used[0].hbm_baseline_mib
+    procs = [
+        ProcessSpec(
+            48211 + rank * 7, "python3", "alice",
+            f"/opt/conda/bin/python3 -u train.py --config configs/llama2_7b.yaml --local_rank={rank}",
+            c.npu_id, c.chip_id, hbm, 18_400,
+        )
+        for rank, c in enumerate(used)
+    ]  # fmt: skip
+    last = used[-1]
+    procs.append(
+        ProcessSpec(
+            51877, "python3", "bob", f"python3 eval.py --ckpt ckpt/step_2000 --device {last.phy_id}",
+            last.npu_id, last.chip_id, 4_096, 6_200, EVALUATION,
+            start_s=70.0, duration_s=50.0, period_s=180.0,
+        )
+    )  # fmt: skip
+    return tuple(procs)
+
+
+def _inference(chips: Tuple[ChipSpec, ...]) -> Tuple[ProcessSpec, ...]:
+    return tuple(
+        ProcessSpec(
+            3277562 + i * 3, "mindie_llm_back", "mindie",
+            f"mindie_llm_backend --model qwen2-7b --device {c.phy_id}",
+            c.npu_id, c.chip_id, int(c.memory_total_mib * 0.75) - c.memory_baseline_mib, 9_800,
+            INFERENCE, start_s=i * 2.0,
+        )
+        for i, c in enumerate(chips)
+    )  # fmt: skip
+
+
+_LEAD_IN_S = 35.0  # training warm-up is 40 s (scenarios.TRAINING)
+
+
+def _scenarios() -> Dict[str, Scenario]:
+    a2_chips, a2_pci = atlas_a2()
+    training = Scenario(
+        "910b-training",
+        "8 × 910B3 training node: one python process per chip, data-loading dips, an eval job",
+        Layout.A2, a2_chips, a2_pci, _training(a2_chips), lead_in_s=_LEAD_IN_S,
+    )  # fmt: skip
+    a3_chips, a3_pci = _a3()
+    duo_chips, duo_pci = _duo()
+    b4_chips, b4_pci = atlas_a2("910B4", 32768)
+    hbm = 98304
+    a5_chips = tuple(
+        ChipSpec(n, 0, n, "NA", "Ascend950DT", hbm, 0, 4856, 0, 290.0, 600.0) for n in range(8)
+    )  # 037: Bus-Id printed `NA`
+    a5_pci = tuple(PciSpec(f"0000:{b.lower()}:00.0", 0xD806) for b in _A2_BUSES)
+    degraded = tuple(
+        replace(p, current_width=8, current_speed="16.0 GT/s PCIe") if i == 5 else p
+        for i, p in enumerate(a2_pci)
+    )
+    alarm = HealthOverride("Alarm", "80E01801", "HBM multi-bit ECC error")
+    found = [
+        training,
+        Scenario(
+            "a3", "Atlas A3: 8 NPUs × 2 chips (16 chips, Phy-ID 0-15), chip 1 power `-`",
+            Layout.A3, a3_chips, a3_pci, _training(a3_chips), lead_in_s=_LEAD_IN_S,
+            versions=Versions("24.1.rc3.3", "24.1.rc3.3", "7.5.0.3.220", "8.0.0"),
+        ),
+        Scenario(
+            "310p-duo", "two Atlas 300I Duo cards, NPU IDs 2 and 5, 4 chips serving inference",
+            Layout.P310, duo_chips, duo_pci, _inference(duo_chips), lead_in_s=20.0,
+            versions=Versions("24.1.0.1", "24.1.0.1", "7.5.0.1.129", "8.0.0"),
+        ),
+        Scenario(
+            "no-driver", "PCI functions present but no driver bound, no /dev/davinci nodes",
+            Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.ERROR, error_text=DCMI_8005,
+            davinci_ids=(), manager_nodes=False, driver_bound=False,
+        ),
+        Scenario(
+            "container-missing-nodes",
+            "container with davinci0-7 but no davinci_manager/devmm_svm/hisi_hdc: DCMI -8005",
+            Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.ERROR, error_text=DCMI_8005,
+            manager_nodes=False, container="docker", host_pid_namespace=False,
+        ),
+        Scenario(
+            "npu-smi-hang", "8 × 910B3 whose npu-smi never answers (the product must time out)",
+            Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.HANG,
+        ),
+        Scenario(
+            "chip-alarm", "8 × 910B3 training on 7 chips; NPU 3 in Alarm with an error code",
+            Layout.A2, a2_chips, a2_pci, _training(a2_chips, skip=(3,)), lead_in_s=_LEAD_IN_S,
+            health=(((3, 0), alarm),),
+        ),
+        Scenario(
+            "pcie-degraded", "8 × 910B3 training; NPU 5 trained at x8 Gen4 of an x16 Gen5 link",
+            Layout.A2, a2_chips, degraded, _training(a2_chips), lead_in_s=_LEAD_IN_S,
+        ),
+        Scenario(
+            "950", "8 × Ascend 950DT in the 116-column layout (NPU Util, Bus-Id NA)",
+            Layout.A5, a5_chips, a5_pci, _training(a5_chips), lead_in_s=_LEAD_IN_S,
+            versions=Versions("25.6.0", "25.6.0", "7.8.0.2.212", "8.5.0"),
+        ),
+        Scenario(
+            "idle", "8 × 910B4 right after driver install: no processes, ~2.6 GB HBM baseline",
+            Layout.A2, b4_chips, b4_pci,
+            versions=Versions("25.0.rc1.1", "25.0.rc1.1", "7.7.0.1.231", "8.1.RC1"),
+        ),
+        Scenario(
+            "910b-wide", "8 × 910B3 on driver 26.x: 116-column table, `Process id in container`",
+            Layout.A2_WIDE, a2_chips, a2_pci, _training(a2_chips), lead_in_s=_LEAD_IN_S,
+            versions=Versions("26.1.0", "26.1.0", "7.8.0.6.201", "8.5.0"),
+        ),
+    ]  # fmt: skip
+    return {s.name: s for s in found}
+
+
+SCENARIOS: Dict[str, Scenario] = _scenarios()
+DEFAULT_SCENARIO = "910b-training"
+
+
+def list_scenarios() -> List[Tuple[str, str]]:
+    """Every scenario as (name, one-line description), the default first."""
+    return [(s.name, s.description) for s in SCENARIOS.values()]
+
+
+def get_scenario(name: str) -> Scenario:
+    """The scenario called ``name``; ``ValueError`` naming the valid ones otherwise."""
+    found = SCENARIOS.get(name)
+    if found is None:
+        valid = ", ".join(SCENARIOS)
+        raise ValueError(f"unknown demo scenario {name!r}; choose one of: {valid}")
+    return found

@@ -1,0 +1,194 @@
+"""Provides machine_state(): a scenario's live values in closed form of (elapsed time, seed).
+
+The fake npu-smi is a fresh process per call, so nothing here keeps state: every value is a
+pure function of the scenario, the seconds since the demo started and a seed.  Noise is a
+hash of (seed, what, whole second), so a frozen time (``NPUWATCH_SIM_NOW``) prints the same
+table every call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from npuwatch.probes.simulator.scenarios import ChipSpec, LoadProfile, ProcessSpec, Scenario
+
+#: Temperature lags power: the average load over this window, sampled at a few points.
+THERMAL_WINDOW_S = 30.0
+_THERMAL_SAMPLES = 6
+_AMBIENT_C = 33.0
+_HEATING_C = 26.0  # full load for the whole window warms a chip this much above ambient
+
+
+@dataclass(frozen=True)
+class ChipReading:
+    """One chip's values at one instant; ``power_w`` is None where npu-smi prints `-`/`NA`."""
+
+    spec: ChipSpec
+    health: str
+    power_w: Optional[float]
+    temperature_c: int
+    aicore_percent: int
+    hbm_used_mib: int
+    memory_used_mib: int
+    hugepages_used: int
+
+
+@dataclass(frozen=True)
+class ProcessReading:
+    """One process at one instant: its NPU memory and the host CPU it burns."""
+
+    spec: ProcessSpec
+    npu_memory_mib: int
+    cpu_percent: float
+
+
+@dataclass(frozen=True)
+class MachineState:
+    """Everything the fake npu-smi prints at ``elapsed_s``."""
+
+    scenario: Scenario
+    elapsed_s: float
+    chips: Tuple[ChipReading, ...]
+    processes: Tuple[ProcessReading, ...]
+
+
+def noise(seed: int, *keys: float) -> float:
+    """A deterministic pseudo-random number in [0, 1) for ``keys`` (splitmix64 mixing)."""
+    value = (seed * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    for key in keys:
+        value = (value ^ (int(key) & 0xFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        value ^= value >> 31
+        value = (value * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        value ^= value >> 29
+    return (value >> 11) / float(1 << 53)
+
+
+def _active_at(process: ProcessSpec, elapsed_s: float) -> Optional[float]:
+    """Seconds the process has been running at ``elapsed_s``, or None when it is not running."""
+    since = elapsed_s - process.start_s
+    if since < 0:
+        return None
+    if process.period_s is not None:
+        since = since % process.period_s
+    if process.duration_s is not None and since >= process.duration_s:
+        return None
+    return since
+
+
+def _phase(profile: LoadProfile, running_s: float) -> str:
+    """warmup, checkpoint, dip or steady."""
+    if running_s < profile.warmup_s:
+        return "warmup"
+    after = running_s - profile.warmup_s
+    every = profile.checkpoint_every_s
+    if every > 0 and after >= every and after % every < profile.checkpoint_s:
+        return "checkpoint"
+    if profile.dip_every_s > 0 and after % profile.dip_every_s >= profile.dip_every_s - profile.dip_s:
+        return "dip"
+    return "steady"
+
+
+def process_load_percent(process: ProcessSpec, running_s: float, seed: int) -> float:
+    """The AI Core load (0-100) the process puts on its chip after ``running_s`` seconds."""
+    profile = process.profile
+    jitter = noise(seed, process.pid, running_s)
+    phase = _phase(profile, running_s)
+    if phase == "warmup":
+        # Graph compile first (almost idle), then the first steps ramp up.
+        ramp = max(0.0, running_s / profile.warmup_s - 0.6) / 0.4
+        return min(100.0, ramp * profile.steady_percent[0] + 8.0 * jitter)
+    if phase == "checkpoint":
+        return 3.0 * jitter
+    if phase == "dip":
+        low, high = profile.dip_percent
+        return low + (high - low) * jitter
+    low, high = profile.steady_percent
+    if profile.swing_period_s > 0:
+        # Inference traffic: a slow swing across the range plus a little noise.
+        wave = 0.5 + 0.4 * math.sin(2 * math.pi * running_s / profile.swing_period_s)
+        return low + (high - low) * min(1.0, max(0.0, wave + 0.2 * (jitter - 0.5)))
+    return low + (high - low) * jitter
+
+
+def process_cpu_percent(process: ProcessSpec, elapsed_s: float, seed: int) -> float:
+    """Host CPU % of the process: data loaders keep it busy while the NPU waits in a dip."""
+    running_s = _active_at(process, elapsed_s)
+    if running_s is None:
+        return 0.0
+    jitter = noise(seed, process.pid, running_s, 7)
+    phase = _phase(process.profile, running_s)
+    busy = {"warmup": 100.0, "checkpoint": 60.0, "dip": 380.0, "steady": 105.0}[phase]
+    return round(busy + 20.0 * jitter, 1)
+
+
+def process_memory_mib(process: ProcessSpec, running_s: float) -> int:
+    """NPU memory of the process: it grows in steps during warm-up, then stays flat."""
+    warm = process.profile.warmup_s
+    fraction = 1.0 if warm <= 0 else min(1.0, math.floor(running_s / warm * 8 + 1) / 8)
+    return int(process.hbm_mib * fraction)
+
+
+def chip_load_percent(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> float:
+    """The AI Core load of a chip: the busiest process on it (0 when none runs)."""
+    if scenario.health_of(chip.npu_id, chip.chip_id) is not None:
+        return 0.0
+    load = 0.0
+    for process in scenario.processes:
+        if (process.npu_id, process.chip_id) != (chip.npu_id, chip.chip_id):
+            continue
+        running_s = _active_at(process, elapsed_s)
+        if running_s is not None:
+            load = max(load, process_load_percent(process, running_s, seed))
+    return min(100.0, max(0.0, load))
+
+
+def _power_w(chip: ChipSpec, load: float, jitter: float) -> float:
+    span = chip.max_power_w - chip.idle_power_w
+    fraction = min(1.0, load / 100.0 * 0.94 + 0.04 * jitter)
+    return round(chip.idle_power_w + span * fraction, 1)
+
+
+def _temperature_c(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> int:
+    step = THERMAL_WINDOW_S / _THERMAL_SAMPLES
+    past = [max(0.0, elapsed_s - k * step) for k in range(_THERMAL_SAMPLES)]
+    mean = sum(chip_load_percent(scenario, chip, t, seed) for t in past) / len(past)
+    offset = 4.0 * noise(seed, chip.phy_id, 1_000_003)  # slot position: some chips run warmer
+    alarm = 14.0 if scenario.health_of(chip.npu_id, chip.chip_id) is not None else 0.0
+    return round(_AMBIENT_C + offset + alarm + _HEATING_C * mean / 100.0)
+
+
+def machine_state(scenario: Scenario, elapsed_s: float, seed: int = 0) -> MachineState:
+    """Every chip and process of ``scenario`` at ``elapsed_s`` seconds into the demo."""
+    procs: List[ProcessReading] = []
+    held: Dict[Tuple[int, int], int] = {}
+    for process in scenario.processes:
+        running_s = _active_at(process, elapsed_s)
+        if running_s is None:
+            continue
+        memory = process_memory_mib(process, running_s)
+        key = (process.npu_id, process.chip_id)
+        held[key] = held.get(key, 0) + memory
+        procs.append(ProcessReading(process, memory, process_cpu_percent(process, elapsed_s, seed)))
+    chips: List[ChipReading] = []
+    for chip in scenario.chips:
+        key = (chip.npu_id, chip.chip_id)
+        load = chip_load_percent(scenario, chip, elapsed_s, seed)
+        jitter = noise(seed, chip.phy_id, elapsed_s, 3)
+        override = scenario.health_of(*key)
+        hbm = chip.hbm_baseline_mib + held.get(key, 0) if chip.hbm_total_mib else 0
+        memory = chip.memory_baseline_mib + (0 if chip.hbm_total_mib else held.get(key, 0))
+        chips.append(
+            ChipReading(
+                spec=chip,
+                health=override.health if override is not None else "OK",
+                power_w=_power_w(chip, load, jitter) if chip.power_shown else None,
+                temperature_c=_temperature_c(scenario, chip, elapsed_s, seed),
+                aicore_percent=int(load),
+                hbm_used_mib=min(hbm, chip.hbm_total_mib),
+                memory_used_mib=min(memory, chip.memory_total_mib),
+                hugepages_used=chip.hugepages_total,
+            )
+        )
+    return MachineState(scenario, elapsed_s, tuple(chips), tuple(procs))

@@ -1,0 +1,188 @@
+"""Provides Simulation: a scenario built as a sysroot tree with a fake npu-smi inside it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path, PurePosixPath
+from typing import Dict, List, Optional, Tuple, Type, Union
+
+from npuwatch.model import ProcessHostInfo
+from npuwatch.probes.simulator.catalog import DEFAULT_SCENARIO, get_scenario, list_scenarios
+from npuwatch.probes.simulator.dynamics import process_cpu_percent
+from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
+from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario
+from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot_builder import SysrootBuilder
+
+__all__ = ["SimulatedProcessLookup", "Simulation", "build_tree", "list_scenarios"]
+
+NPU_SMI_PATH = PurePosixPath("/usr/local/bin/npu-smi")
+
+_SCRIPT = """#!{python}
+# npuwatch demo: a simulated npu-smi (scenario {scenario}); see npuwatch.probes.simulator.
+import sys
+from pathlib import Path
+
+from npuwatch.probes.simulator.fake_npu_smi import main
+
+sys.exit(main(sys.argv[1:], Path({directory!r})))
+"""
+
+
+class SimulatedProcessLookup:
+    """``ProcessLookup`` for the scenario's PIDs: the demo's processes are not real host ones."""
+
+    def __init__(self, scenario: Scenario, started_at: float, seed: int) -> None:
+        self.scenario = scenario
+        self.started_at = started_at
+        self.seed = seed
+        self._by_pid: Dict[int, ProcessSpec] = {p.pid: p for p in scenario.processes}
+
+    def _running(self, pid: int) -> Optional[Tuple[ProcessSpec, float]]:
+        spec = self._by_pid.get(pid)
+        if spec is None:
+            return None
+        now_s = elapsed_s(self.started_at)
+        since = now_s - spec.start_s
+        if since < 0:
+            return None
+        if spec.period_s is not None:
+            since = since % spec.period_s
+        if spec.duration_s is not None and since >= spec.duration_s:
+            return None
+        return spec, now_s - since  # the demo second it (last) started
+
+    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
+        """The simulated user, command, CPU %, RSS and start time of ``pid``."""
+        found = self._running(pid)
+        if found is None:
+            return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
+        spec, started_s = found
+        return ProcessHostInfo(
+            user=spec.user,
+            command=spec.command,
+            cpu_percent=process_cpu_percent(spec, elapsed_s(self.started_at), self.seed),
+            rss_bytes=spec.rss_mib * 1024 * 1024,
+            start_time_s=self.started_at + started_s,
+        )
+
+    def name_of(self, pid: int) -> Optional[str]:
+        """The task name npu-smi prints for ``pid``."""
+        found = self._running(pid)
+        return None if found is None else found[0].name
+
+
+def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
+    """Write the scenario's machine (PCI, /dev, install files, container markers) under ``root``."""
+    builder = SysrootBuilder(root)
+    numa = {0: 0, 1: 0, 2: 1, 3: 1}
+    for pci in scenario.pci:
+        bus = int(pci.bdf.split(":")[1], 16)
+        builder.add_pci_function(
+            pci.bdf,
+            pci.device_id,
+            subsystem_device_id=pci.subsystem_device_id,
+            numa_node=numa.get(bus >> 6, 0),
+            current_speed=pci.current_speed,
+            max_speed=pci.max_speed,
+            current_width=pci.current_width,
+            max_width=pci.max_width,
+            bound=scenario.driver_bound,
+        )
+    davinci = scenario.davinci_ids
+    if davinci is None:
+        davinci = tuple(chip.phy_id for chip in scenario.chips)
+    builder.add_dev_nodes(davinci, managers=scenario.manager_nodes)
+    if scenario.container is not None:
+        builder.mark_container(scenario.container, host_pid=scenario.host_pid_namespace)
+    else:
+        builder.set_host_pid_namespace(scenario.host_pid_namespace)
+    versions = scenario.versions
+    builder.install_driver(versions.driver, firmware=versions.firmware)
+    layout = "cann" if versions.cann >= "8.5" else "toolkit"
+    builder.install_cann(versions.cann, layout, sourced=True)
+    return builder
+
+
+class Simulation:
+    """A running demo machine: its tree, its fake npu-smi, environment and process lookup.
+
+    Use ``Simulation.start(name)``; ``close()`` (or leaving a ``with`` block) removes the tree.
+    """
+
+    def __init__(self, scenario: Scenario, root: Path, builder: SysrootBuilder, seed: int,
+                 started_at: float, owns_root: bool) -> None:  # fmt: skip
+        self.scenario = scenario
+        self.root = root
+        self.seed = seed
+        self.started_at = started_at
+        self.npu_smi = builder.path(NPU_SMI_PATH)
+        self.environ: Dict[str, str] = dict(builder.environ)
+        self.process_lookup = SimulatedProcessLookup(scenario, started_at, seed)
+        self._owns_root = owns_root
+        self._temp_dir: Optional[Path] = root.parent if owns_root else None
+
+    @classmethod
+    def start(
+        cls,
+        scenario: str = DEFAULT_SCENARIO,
+        workdir: Optional[Path] = None,
+        seed: int = 0,
+        started_at: Optional[float] = None,
+    ) -> Simulation:
+        """Build ``scenario`` (a name from ``list_scenarios()``) in ``workdir`` or a temp dir.
+
+        ``started_at`` is the epoch second at which the scenario clock reads 0 (default: now
+        minus the scenario's ``lead_in_s``); ``seed`` varies the noise.
+        """
+        chosen = get_scenario(scenario)  # ValueError listing the names, before any I/O
+        owns_root = workdir is None
+        if workdir is None:
+            root = Path(tempfile.mkdtemp(prefix=f"npuwatch-demo-{chosen.name}-")) / "root"
+        else:
+            root = Path(workdir)
+        try:
+            builder = build_tree(chosen, root)
+            begun = time.time() - chosen.lead_in_s if started_at is None else started_at
+            state = {"scenario": chosen.name, "started_at": begun, "seed": seed}
+            builder.write_file(NPU_SMI_PATH.parent / STATE_FILE, json.dumps(state) + "\n")
+            directory = builder.path(NPU_SMI_PATH.parent)
+            script = _SCRIPT.format(python=sys.executable, scenario=chosen.name, directory=str(directory))
+            builder.install_executable(NPU_SMI_PATH, script)
+        except BaseException:
+            if owns_root:
+                shutil.rmtree(root.parent, ignore_errors=True)
+            raise
+        return cls(chosen, root, builder, seed, begun, owns_root)
+
+    def sysroot(self) -> Sysroot:
+        """A ``Sysroot`` over the tree with the simulated machine's environment."""
+        return Sysroot(self.root, environ=dict(self.environ))
+
+    def elapsed_s(self) -> float:
+        """Seconds since the demo started (or the frozen ``NPUWATCH_SIM_NOW``)."""
+        return elapsed_s(self.started_at)
+
+    def close(self) -> None:
+        """Remove the temporary tree (a ``workdir`` given by the caller is left in place)."""
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], *rest: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Simulation({self.scenario.name!r}, root={str(self.root)!r})"
+
+
+def scenario_names() -> List[str]:
+    """The valid scenario names, the default first."""
+    return [name for name, _ in list_scenarios()]

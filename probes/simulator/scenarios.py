@@ -1,0 +1,153 @@
+"""Provides the records a demo scenario is made of: chips, PCI, workload, npu-smi behaviour."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+
+class Layout(enum.Enum):
+    """Which real ``npu-smi info`` table the fake prints (tests/data/npu_smi/MANIFEST.md)."""
+
+    A2 = "910b"  # 98 columns, `Chip` header (001, 022)
+    A2_WIDE = "910b-26x"  # 116 columns, `Process id in container` (008)
+    A3 = "a3"  # 98 columns, `Chip  Phy-ID`, chip 1 power `-` (007, 100)
+    P310 = "310p"  # 106 columns, `Chip    Device`, no HBM, power `NA` (044)
+    A5 = "950"  # 116 columns, `NPU ID | Name` cells, `NPU Util(%)` (037)
+
+
+class NpuSmiMode(enum.Enum):
+    """How the fake npu-smi behaves when called."""
+
+    NORMAL = "normal"
+    HANG = "hang"  # sleeps until killed: the product must time out
+    ERROR = "error"  # prints ``error_text`` and exits non-zero
+
+
+@dataclass(frozen=True)
+class LoadProfile:
+    """The AI Core load a process puts on its chips over its life (closed form, see dynamics)."""
+
+    warmup_s: float = 40.0  # graph compile + HBM allocation, low load
+    steady_percent: Tuple[float, float] = (85.0, 98.0)
+    dip_every_s: float = 30.0  # data-loading stall: AI Core idles, host CPU busy
+    dip_s: float = 4.0
+    dip_percent: Tuple[float, float] = (0.0, 10.0)
+    checkpoint_every_s: float = 240.0  # checkpoint save: AI Core ~0 for checkpoint_s
+    checkpoint_s: float = 15.0
+    swing_period_s: float = 0.0  # > 0: the steady load swings slowly (inference traffic)
+
+
+TRAINING = LoadProfile()
+EVALUATION = LoadProfile(warmup_s=8.0, steady_percent=(35.0, 55.0), dip_every_s=0.0)
+INFERENCE = LoadProfile(
+    warmup_s=10.0,
+    steady_percent=(20.0, 75.0),
+    dip_every_s=0.0,
+    checkpoint_every_s=0.0,
+    swing_period_s=90.0,
+)
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """One chip as npu-smi prints it, with its physical limits."""
+
+    npu_id: int
+    chip_id: int
+    phy_id: int  # /dev/davinciN, the A3 `Phy-ID` and the 310P `Device` column
+    bus_id: str  # npu-smi spelling, upper-case hex: 0000:C1:00.0
+    name: str  # npu-smi spelling: 910B3, Ascend910, 310P3, Ascend950DT
+    hbm_total_mib: int  # 0: no HBM column (310P)
+    memory_total_mib: int  # the DDR Memory-Usage total (0 / 0 on 910B)
+    hbm_baseline_mib: int  # what the driver holds with no process (~3.4 GB on 64 GB parts)
+    memory_baseline_mib: int
+    idle_power_w: float
+    max_power_w: float
+    power_shown: bool = True  # False: A3 chip 1 prints `-`, 310P prints `NA`
+    hugepages_total: int = 0
+
+
+@dataclass(frozen=True)
+class PciSpec:
+    """One PCI function (a 310P Duo's two chips share one, subsystem 0x0110)."""
+
+    bdf: str  # sysfs spelling, lower case
+    device_id: int
+    subsystem_device_id: int = 0x0100
+    current_speed: str = "32.0 GT/s PCIe"
+    max_speed: str = "32.0 GT/s PCIe"
+    current_width: int = 16
+    max_width: int = 16
+
+
+@dataclass(frozen=True)
+class HealthOverride:
+    """A chip that is not OK, as ``npu-smi info`` and ``-t health`` report it."""
+
+    health: str  # Warning, Alarm, Critical
+    error_code: str
+    error_info: str
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process npu-smi lists on a chip; recurring when ``period_s`` is set."""
+
+    pid: int
+    name: str  # the kernel task name npu-smi prints (≤ 15 characters)
+    user: str
+    command: str
+    npu_id: int
+    chip_id: int
+    hbm_mib: int  # NPU memory once warmed up
+    rss_mib: int
+    profile: LoadProfile = TRAINING
+    start_s: float = 0.0
+    duration_s: Optional[float] = None  # None: runs for ever
+    period_s: Optional[float] = None  # appears every period_s for duration_s
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What npu-smi's header and the install files say."""
+
+    npu_smi: str = "24.1.rc2"
+    driver: str = "24.1.rc2"
+    firmware: str = "7.3.0.1.231"
+    cann: str = "8.0.RC2"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole simulated machine: chips, PCI, /dev, install files, npu-smi and its workload."""
+
+    name: str
+    description: str
+    layout: Layout
+    chips: Tuple[ChipSpec, ...]
+    pci: Tuple[PciSpec, ...]
+    processes: Tuple[ProcessSpec, ...] = ()
+    health: Tuple[Tuple[Tuple[int, int], HealthOverride], ...] = ()  # ((npu, chip), override)
+    npu_smi_mode: NpuSmiMode = NpuSmiMode.NORMAL
+    error_text: str = ""
+    error_exit_code: int = 255  # the captures do not show npu-smi's status; -1 → 255 assumed
+    davinci_ids: Optional[Tuple[int, ...]] = None  # None: every chip's phy_id
+    manager_nodes: bool = True
+    driver_bound: bool = True
+    container: Optional[str] = None  # "docker", "kubernetes" …: container markers
+    host_pid_namespace: bool = True
+    versions: Versions = Versions()
+    #: Seconds already on the demo clock when it starts, so a one-shot snapshot catches the
+    #: job nearly warmed up while a live view still sees HBM finish growing.
+    lead_in_s: float = 0.0
+
+    def health_of(self, npu_id: int, chip_id: int) -> Optional[HealthOverride]:
+        """The override for this chip, if it is not OK."""
+        return next((h for key, h in self.health if key == (npu_id, chip_id)), None)
+
+    @property
+    def npu_ids(self) -> Tuple[int, ...]:
+        """The NPU IDs in print order, each once."""
+        return tuple(dict.fromkeys(chip.npu_id for chip in self.chips))
