@@ -16,19 +16,24 @@ from hypothesis import strategies as st
 
 from npuwatch.model import Health
 from npuwatch.probes import npu_smi_kv as kv
+from npuwatch.probes import npu_smi_memory_reports as memory_reports
 from npuwatch.probes.npu_smi_kv import (
-    parse_board,
-    parse_common,
-    parse_ecc,
-    parse_health,
     parse_key_values,
-    parse_memory,
-    parse_power,
-    parse_proc_mem,
-    parse_temp,
-    parse_usages,
     to_float,
     to_int,
+)
+from npuwatch.probes.npu_smi_memory_reports import (
+    parse_ecc,
+    parse_memory,
+    parse_proc_mem,
+)
+from npuwatch.probes.npu_smi_reports import (
+    parse_board,
+    parse_common,
+    parse_health,
+    parse_power,
+    parse_temp,
+    parse_usages,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
@@ -445,7 +450,7 @@ ECC_910B = tab(
 def test_ecc_910b_hbm():
     (chip,) = parse_ecc(ECC_910B).chips
     assert chip.ddr is None
-    assert chip.hbm == kv.EccCounts(3, 0, 12, 0, 1, 0, 0, 2)
+    assert chip.hbm == memory_reports.EccCounts(3, 0, 12, 0, 1, 0, 0, 2)
 
 
 def test_ecc_310_ddr_without_prefix():

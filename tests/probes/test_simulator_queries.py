@@ -6,7 +6,7 @@ from typing import Iterator, List
 
 import pytest
 
-from npuwatch.probes import npu_smi_kv, npu_smi_lists
+from npuwatch.probes import npu_smi_lists, npu_smi_memory_reports, npu_smi_reports
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
@@ -38,25 +38,25 @@ def test_queries_through_npu_smi_parse_to_the_state(training: Simulation) -> Non
     smi = NpuSmi(training.npu_smi)
     state = machine_state(TRAINING, NOW_S, training.seed)
     chip = state.chips[2]
-    usages = npu_smi_kv.parse_usages(smi.query("usages", 2).text)
+    usages = npu_smi_reports.parse_usages(smi.query("usages", 2).text)
     assert (usages.npu_id, usages.chip_count) == (2, 1)
     assert usages.chips[0].aicore_percent == chip.aicore_percent
     assert usages.chips[0].hbm_capacity_mib == 65536
-    power = npu_smi_kv.parse_power(smi.query("power", 2).text)
+    power = npu_smi_reports.parse_power(smi.query("power", 2).text)
     assert power.chips[0].power_w == chip.power_w
-    temp = npu_smi_kv.parse_temp(smi.query("temp", 2).text)
+    temp = npu_smi_reports.parse_temp(smi.query("temp", 2).text)
     assert temp.chips[0].temperature_c == chip.temperature_c
-    common = npu_smi_kv.parse_common(smi.query("common", 2).text)
+    common = npu_smi_reports.parse_common(smi.query("common", 2).text)
     assert (common.chips[0].temperature_c, common.chips[0].power_w) == (chip.temperature_c, chip.power_w)
     assert common.mcu_temperature_c is not None
-    board = npu_smi_kv.parse_board(smi.query("board", 2).text)
+    board = npu_smi_reports.parse_board(smi.query("board", 2).text)
     assert (board.pcie_bus_info, board.pci_device_id, board.chip_count) == ("0000:81:00.0", 0xD802, 1)
-    procs = npu_smi_kv.parse_proc_mem(smi.query("proc-mem", 2).text)
+    procs = npu_smi_memory_reports.parse_proc_mem(smi.query("proc-mem", 2).text)
     wanted = [p for p in state.processes if p.spec.npu_id == 2]
     assert [(p.pid, p.memory_mib) for p in procs.chips[0].processes] == [
         (p.spec.pid, p.npu_memory_mib) for p in wanted
     ]
-    memory = npu_smi_kv.parse_memory(smi.query("memory", 2).text)
+    memory = npu_smi_memory_reports.parse_memory(smi.query("memory", 2).text)
     assert memory.chips[0].hbm_capacity_mib == 65536
 
 
@@ -82,24 +82,24 @@ def test_a3_and_duo_queries() -> None:
     a3 = machine_state(SCENARIOS["a3"], 300.0)
     mapping = npu_smi_lists.parse_mapping(render_mapping(a3))
     assert [r.chip_phy_id for r in mapping.chips] == list(range(16))
-    power = npu_smi_kv.parse_power(render_query(a3, "power", 4, None))
+    power = npu_smi_reports.parse_power(render_query(a3, "power", 4, None))
     assert [c.power_w is None for c in power.chips] == [False, True]
     duo = machine_state(SCENARIOS["310p-duo"], 300.0)
     listed = npu_smi_lists.parse_list(render_list(duo))
     assert [(c.npu_id, c.chip_count) for c in listed.cards] == [(2, 2), (5, 2)]
-    usages = npu_smi_kv.parse_usages(render_query(duo, "usages", 5, 1))
+    usages = npu_smi_reports.parse_usages(render_query(duo, "usages", 5, 1))
     assert usages.chips[0].hbm_capacity_mib is None
     assert usages.chips[0].ddr_capacity_mib == 43693
 
 
 def test_chip_alarm_health_query() -> None:
     state = machine_state(SCENARIOS["chip-alarm"], 60.0)
-    report = npu_smi_kv.parse_health(render_query(state, "health", 3, None))
+    report = npu_smi_reports.parse_health(render_query(state, "health", 3, None))
     assert report.chips[0].health.value == "Alarm"
     assert report.chips[0].error_codes == ("80E01801",)
-    single = npu_smi_kv.parse_health(render_query(state, "health", 3, 0))
+    single = npu_smi_reports.parse_health(render_query(state, "health", 3, 0))
     assert single.chips[0].health.value == "Alarm"
-    fine = npu_smi_kv.parse_health(render_query(state, "health", 2, None))
+    fine = npu_smi_reports.parse_health(render_query(state, "health", 2, None))
     assert (fine.chips[0].health.value, fine.chips[0].error_codes) == ("OK", ())
     table = parse_info(render_query(state, "health", 3, None))
     assert table.chips == ()
