@@ -6,6 +6,7 @@ Run: python benchmarks/core.py   (prints a table; numbers are from this machine,
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +52,17 @@ class TextSource:
         return SourceReading(parse_info(self.text), None, 0.0)
 
 
+def with_live_processes(text: str, pids: List[int]) -> str:
+    """The capture with its process rows pointing at live host processes (named `sleep`)."""
+    table = parse_info(text)
+    for process, pid in zip(dict.fromkeys(p.pid for p in table.processes), pids):
+        text = text.replace(f" {process} ", f" {str(pid).ljust(len(str(process)))} ")
+    names = {p.name for p in table.processes if p.name}
+    for name in names:
+        text = text.replace(f" {name} ", f" {'sleep'.ljust(len(name))} ")
+    return text
+
+
 def tree_for(table_text: str, root: Path) -> None:
     """PCI functions for every Bus-Id in the table, so the tick merges real PCIe links."""
     builder = SysrootBuilder(root)
@@ -66,14 +78,18 @@ def main() -> int:
         text = capture(number)
         wall = per_call_us(lambda t=text: parse_info(t), time.perf_counter)
         rows.append((f"parse `npu-smi info`, {label}", wall, "µs wall per table", 1000.0))
-    for label, number in (("8 chips", "001"), ("16 chips", "100")):
-        text = capture(number)
+    sleepers = [subprocess.Popen(["sleep", "600"]) for _ in range(16)]
+    for label, number in (("8 chips, 15 processes", "001"), ("16 chips, 8 processes", "100")):
+        text = with_live_processes(capture(number), [p.pid for p in sleepers])
         with tempfile.TemporaryDirectory() as tmp:
             tree_for(text, Path(tmp))
             sampler = Sampler(TextSource(text), Sysroot(tmp, environ={}), HostProbe())
             sampler.sample()  # warm: PCI scan and versions are cached after the first tick
             cpu = per_call_us(sampler.sample, time.process_time, repeat=5, number=100)
         rows.append((f"sampler tick without npu-smi, {label}", cpu, "µs CPU per tick", 2000.0))
+    for sleeper in sleepers:
+        sleeper.kill()
+        sleeper.wait()
     print(f"npuwatch core benchmark · Python {sys.version.split()[0]} · {sys.platform}")
     print(f"{'measure':<46} {'value':>10}  {'unit':<18} {'target':>8}  ratio")
     for name, value, unit, target in rows:

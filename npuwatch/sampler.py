@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, FrozenSet, List, Optional, Tuple
+from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Tuple
 
 from npuwatch.history import History
 from npuwatch.model import (
@@ -16,6 +16,7 @@ from npuwatch.model import (
     MetricNote,
     MetricStatus,
     NpuProcess,
+    PcieLink,
     ProbeReport,
     Snapshot,
     Versions,
@@ -24,7 +25,7 @@ from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
 from npuwatch.probes.npu_smi import NpuSmiFailure
 from npuwatch.probes.npu_smi_table import InfoTable
-from npuwatch.probes.pci import PciInventory, scan_pci
+from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.sources import ChipSource, SourceReading
 
@@ -68,6 +69,7 @@ class Sampler:
         self._pci: Optional[Tuple[PciInventory, float]] = None
         self._versions: Optional[Tuple[Versions, float]] = None
         self._pci_duration_s = 0.0
+        self._links: Mapping[str, PcieLink] = {}
 
     @classmethod
     def create(cls, **options: Any) -> Sampler:
@@ -105,7 +107,8 @@ class Sampler:
         reading = self.source.read()
         chips, processes, warnings = self._chips(reading, now)
         inventory, pci_report = self._inventory(now)
-        chips = [self._with_pcie(chip, inventory) for chip in chips]
+        links = self._links
+        chips = [self._with_pcie(chip, links) for chip in chips]
         if self.devices is not None:
             chips = [c for c in chips if c.identity.npu_id in self.devices]
             processes = [p for p in processes if p.npu_id in self.devices]
@@ -166,15 +169,16 @@ class Sampler:
             started = time.monotonic()
             inventory = scan_pci(self.sysroot)
             self._pci = (inventory, now)
+            self._links = {f.bdf.lower(): f.link for f in inventory.functions}
             self._pci_duration_s = time.monotonic() - started
         inventory = self._pci[0]
         message = f"{len(inventory.functions)} Ascend PCI function(s)"
         return inventory, ProbeReport("sysfs", MetricStatus.OK, self._pci_duration_s, message)
 
-    def _with_pcie(self, chip: ChipSample, inventory: PciInventory) -> ChipSample:
-        bus_id = chip.identity.bus_id
-        function = inventory.by_bus_id(bus_id) if bus_id else None
-        return chip if function is None else replace(chip, pcie=function.link)
+    def _with_pcie(self, chip: ChipSample, links: Mapping[str, PcieLink]) -> ChipSample:
+        bdf = normalize_bdf(chip.identity.bus_id)
+        link = links.get(bdf) if bdf else None
+        return chip if link is None else replace(chip, pcie=link)
 
     def _versions_now(self, reading: SourceReading, now: float) -> Versions:
         if self._versions is None or now - self._versions[1] >= VERSIONS_REFRESH_S:

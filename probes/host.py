@@ -6,7 +6,7 @@ import getpass
 import os
 import socket
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Dict, Optional, Protocol, Sequence, Tuple, Union
 
 import psutil
@@ -21,16 +21,24 @@ COMM_LENGTH = 15
 #: number is noise, so a one-shot sample waits this long once.
 _MIN_CPU_WINDOW_S = 0.1
 
+#: A PID npu-smi lists but this host cannot see is looked up again only after this long,
+#: so a container's foreign PIDs cost nothing per tick; PID reuse is ruled out as often.
+_MISSING_RETRY_S = 10.0
+
+
+@dataclass(frozen=True)
+class FoundProcess:
+    """A process the host can see: its task name (to match npu-smi's) and its details."""
+
+    name: str
+    info: ProcessHostInfo
+
 
 class ProcessLookup(Protocol):
-    """Finds what the host knows about a PID; returns the details or the reason there are none."""
+    """Finds what the host knows about a PID; returns the process or the reason there is none."""
 
-    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
-        """Details of ``pid``, or a sentence saying why they cannot be had."""
-        ...
-
-    def name_of(self, pid: int) -> Optional[str]:
-        """The task name of ``pid`` (for matching npu-smi's truncated name), if visible."""
+    def lookup(self, pid: int) -> Union[FoundProcess, str]:
+        """``pid``'s name and details, or a sentence saying why they cannot be had."""
         ...
 
 
@@ -40,28 +48,51 @@ class PsutilLookup:
     def __init__(self) -> None:
         self._procs: Dict[int, psutil.Process] = {}
         self._static: Dict[Tuple[int, float], Tuple[Optional[str], Optional[str]]] = {}
+        self._missing: Dict[int, float] = {}  # pid → when it was last found missing (monotonic)
+        self._reuse_checked: Dict[int, float] = {}  # pid → when PID reuse was last ruled out
+
+    def _reuse_check_due(self, pid: int) -> bool:
+        # is_running() costs its own /proc read; a PID is reused rarely, so check now and then.
+        now = time.monotonic()
+        if now - self._reuse_checked.get(pid, 0.0) < _MISSING_RETRY_S:
+            return False
+        self._reuse_checked[pid] = now
+        return True
 
     def _process(self, pid: int) -> psutil.Process:
         proc = self._procs.get(pid)
-        if proc is None or not proc.is_running():
+        if proc is not None:
+            return proc
+        missing_since = self._missing.get(pid)
+        if missing_since is not None and time.monotonic() - missing_since < _MISSING_RETRY_S:
+            raise psutil.NoSuchProcess(pid)
+        try:
             proc = psutil.Process(pid)
-            proc.cpu_percent(None)  # prime: the next call measures from here
-            self._procs[pid] = proc
+        except psutil.NoSuchProcess:
+            self._missing[pid] = time.monotonic()
+            raise
+        proc.cpu_percent(None)  # prime: the next call measures from here
+        self._procs[pid] = proc
         return proc
 
-    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
+    def lookup(self, pid: int) -> Union[FoundProcess, str]:
         try:
             proc = self._process(pid)
+            # One oneshot: name, start time and CPU come from one read of /proc/<pid>/stat.
+            if self._reuse_check_due(pid) and not proc.is_running():  # the PID was reused
+                self._procs.pop(pid, None)
+                proc = self._process(pid)
             with proc.oneshot():
                 created = proc.create_time()
                 user, command = self._user_and_command(proc, pid, created)
-                return ProcessHostInfo(
+                info = ProcessHostInfo(
                     user=user,
                     command=command,
                     cpu_percent=proc.cpu_percent(None),
                     rss_bytes=proc.memory_info().rss,
                     start_time_s=created,
                 )
+                return FoundProcess(proc.name(), info)
         except psutil.NoSuchProcess:
             self._procs.pop(pid, None)
             return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
@@ -85,18 +116,14 @@ class PsutilLookup:
             known = self._static[key] = (user, command)
         return known
 
-    def name_of(self, pid: int) -> Optional[str]:
-        try:
-            return self._process(pid).name()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return None
-
     def forget_except(self, pids: Sequence[int]) -> None:
         """Drop cached processes npu-smi no longer lists."""
         keep = set(pids)
         for pid in [p for p in self._procs if p not in keep]:
             del self._procs[pid]
         self._static = {k: v for k, v in self._static.items() if k[0] in keep}
+        self._missing = {pid: t for pid, t in self._missing.items() if pid in keep}
+        self._reuse_checked = {pid: t for pid, t in self._reuse_checked.items() if pid in keep}
 
 
 class HostProbe:
@@ -140,13 +167,15 @@ class HostProbe:
 
     def enrich(self, processes: Sequence[NpuProcess]) -> Tuple[NpuProcess, ...]:
         """Fill user, command, CPU %, RSS and start time for each process that is visible here."""
-        out = tuple(self._enrich_one(p) for p in processes)
+        # One process often holds several NPUs (capture 001): look each PID up once per tick.
+        seen: Dict[int, Union[FoundProcess, str]] = {}
+        out = tuple(self._enrich_one(p, seen) for p in processes)
         forget = getattr(self.lookup, "forget_except", None)
         if forget is not None:
             forget([p.pid for p in processes] + [p.container_pid for p in processes if p.container_pid])
         return out
 
-    def _enrich_one(self, process: NpuProcess) -> NpuProcess:
+    def _enrich_one(self, process: NpuProcess, seen: Dict[int, Union[FoundProcess, str]]) -> NpuProcess:
         pid = process.pid
         if self.host_pid_namespace is False:
             # npu-smi reports host PIDs.  From inside a container only the
@@ -155,31 +184,34 @@ class HostProbe:
             if process.container_pid is None:
                 return replace(
                     process,
-                    host_unavailable="npuwatch runs in a container PID namespace; npu-smi reports host PIDs, "
-                    "which are not visible here (run npuwatch on the host, or with --pid=host)",
+                    host_unavailable="npuwatch runs in a container PID namespace; npu-smi reports host "
+                    "PIDs, which are not visible here (run npuwatch on the host, or with --pid=host)",
                 )
             pid = process.container_pid
-        mismatch = self._name_mismatch(pid, process.name)
-        if mismatch is not None:
-            return replace(process, host_unavailable=mismatch)
-        found = self.lookup.lookup(pid)
+        found = seen.get(pid)
+        if found is None:
+            found = seen[pid] = self.lookup.lookup(pid)
         if isinstance(found, str):
             return replace(process, host_unavailable=found)
-        return replace(process, host=found, host_unavailable=None)
+        if not same_task(found.name, process.name):
+            return replace(
+                process,
+                host_unavailable=f"PID {pid} here is '{found.name}', not '{process.name}': npu-smi's PID "
+                "belongs to another PID namespace, so host details are not shown",
+            )
+        return replace(process, host=found.info, host_unavailable=None)
 
-    def _name_mismatch(self, pid: int, npu_name: Optional[str]) -> Optional[str]:
-        if not npu_name:
-            return None
-        here = self.lookup.name_of(pid)
-        if here is None or here[:COMM_LENGTH] == npu_name[:COMM_LENGTH]:
-            return None
-        # npu-smi's column may cut the name further (089 shows `python3.1`): accept a prefix.
-        if here.startswith(npu_name) or npu_name.startswith(here[:COMM_LENGTH]):
-            return None
-        return (
-            f"PID {pid} here is '{here}', not '{npu_name}': npu-smi's PID belongs to another "
-            "PID namespace, so host details are not shown"
-        )
+
+def same_task(host_name: str, npu_name: Optional[str]) -> bool:
+    """Whether npu-smi's process name fits the host's task name.
+
+    npu-smi prints the kernel task name, cut to 15 characters (TASK_COMM_LEN), and its
+    column may cut it further (capture 089 shows ``python3.1``).  A blank name (003) fits.
+    """
+    if not npu_name:
+        return True
+    here = host_name[:COMM_LENGTH]
+    return here == npu_name[:COMM_LENGTH] or here.startswith(npu_name)
 
 
 def current_user() -> str:

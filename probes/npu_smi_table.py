@@ -168,16 +168,17 @@ def _split_rows(text: str, state: _Parse) -> List[_Row]:
         line = raw.strip()
         if not line:
             continue
-        if _BORDER_RE.match(line):
+        first = line[0]
+        if first == "+" and _BORDER_RE.match(line):
             if block == 0 and not rows:
                 top_border = line
             block += 1
             widths.setdefault(len(line), []).append(line_no)
             last_is_border = True
-        elif line.startswith("|"):
-            cut = not line.endswith("|") or len(line) == 1
+        elif first == "|":
+            cut = len(line) == 1 or line[-1] != "|"
             body = line[1:] if cut else line[1:-1]
-            rows.append(_Row(line_no, tuple(c.strip() for c in body.split("|")), block, cut))
+            rows.append(_Row(line_no, tuple(map(str.strip, body.split("|"))), block, cut))
             if top_border is not None and len(rows) == 1:
                 _check_top_border(top_border, line, state)
             if cut:

@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional, Tuple, Type, Union
 
 from npuwatch.model import ProcessHostInfo
+from npuwatch.probes.host import FoundProcess
 from npuwatch.probes.simulator.catalog import DEFAULT_SCENARIO, get_scenario, list_scenarios
 from npuwatch.probes.simulator.dynamics import process_cpu_percent
 from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
@@ -56,24 +57,20 @@ class SimulatedProcessLookup:
             return None
         return spec, now_s - since  # the demo second it (last) started
 
-    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
-        """The simulated user, command, CPU %, RSS and start time of ``pid``."""
+    def lookup(self, pid: int) -> Union[FoundProcess, str]:
+        """The simulated task name, user, command, CPU %, RSS and start time of ``pid``."""
         found = self._running(pid)
         if found is None:
             return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
         spec, started_s = found
-        return ProcessHostInfo(
+        info = ProcessHostInfo(
             user=spec.user,
             command=spec.command,
             cpu_percent=process_cpu_percent(spec, elapsed_s(self.started_at), self.seed),
             rss_bytes=spec.rss_mib * 1024 * 1024,
             start_time_s=self.started_at + started_s,
         )
-
-    def name_of(self, pid: int) -> Optional[str]:
-        """The task name npu-smi prints for ``pid``."""
-        found = self._running(pid)
-        return None if found is None else found[0].name
+        return FoundProcess(spec.name, info)
 
 
 def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:

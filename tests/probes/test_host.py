@@ -6,20 +6,17 @@ import os
 from typing import Dict, Optional, Union
 
 from npuwatch.model import NpuProcess, ProcessHostInfo
-from npuwatch.probes.host import HostProbe, PsutilLookup
+from npuwatch.probes.host import FoundProcess, HostProbe, PsutilLookup, same_task
 
 
 class FakeLookup:
     def __init__(self, known: Dict[int, tuple]) -> None:
         self.known = known  # pid -> (name, info)
 
-    def lookup(self, pid: int) -> Union[ProcessHostInfo, str]:
+    def lookup(self, pid: int) -> Union[FoundProcess, str]:
         if pid not in self.known:
             return f"no process {pid} on this host"
-        return self.known[pid][1]
-
-    def name_of(self, pid: int) -> Optional[str]:
-        return self.known[pid][0] if pid in self.known else None
+        return FoundProcess(*self.known[pid])
 
 
 INFO = ProcessHostInfo(
@@ -90,10 +87,12 @@ def test_blank_npu_smi_name_is_still_enriched():
 def test_psutil_lookup_reads_this_process():
     lookup = PsutilLookup()
     found = lookup.lookup(os.getpid())
-    assert isinstance(found, ProcessHostInfo)
-    assert found.rss_bytes and found.rss_bytes > 0
-    assert found.start_time_s and found.start_time_s > 0
-    assert "python" in (found.command or "").lower() or "pytest" in (found.command or "")
+    assert isinstance(found, FoundProcess)
+    assert same_task(found.name, found.name[:15])
+    found_info = found.info
+    assert found_info.rss_bytes and found_info.rss_bytes > 0
+    assert found_info.start_time_s and found_info.start_time_s > 0
+    assert "python" in (found_info.command or "").lower() or "pytest" in (found_info.command or "")
 
 
 def test_psutil_lookup_of_a_dead_pid_says_why():

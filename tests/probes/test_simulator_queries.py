@@ -182,7 +182,9 @@ def test_process_lookup_fills_host_details(training: Simulation) -> None:
     assert first is not None and first.user == "alice" and "train.py" in (first.command or "")
     assert first.rss_bytes and first.cpu_percent is not None
     assert isinstance(training.process_lookup.lookup(1), str)
-    assert training.process_lookup.name_of(enriched[0].pid) == "python3"
+    found = training.process_lookup.lookup(enriched[0].pid)
+    assert not isinstance(found, str)
+    assert found.name == "python3"
 
 
 def test_training_dips_idle_the_npu_but_busy_the_host() -> None:
