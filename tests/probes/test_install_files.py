@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -242,58 +241,6 @@ def test_garbage_install_files(tmp_path):
 
 
 # ---------------------------------------------------------------- properties
-
-TEXTS = [capture(name) for name in ("018", "019", "020", "048")] + [INSTALL_INFO, VERSION_CFG]
-PARSERS = (
-    parse_key_value_file,
-    parse_driver_version_info,
-    parse_firmware_version_info,
-    parse_ascend_install_info,
-    parse_toolkit_install_info,
-    parse_version_cfg,
-)
-PROPS = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _run_all(text: str) -> None:
-    for parser in PARSERS:
-        parser(text)
-
-
-@PROPS
-@given(st.text())
-def test_random_text_never_raises(text):
-    _run_all(text)
-
-
-@PROPS
-@given(st.text(alphabet="=[],:.\n _0123456789abcVRCversion#\"'", max_size=300))
-def test_grammar_alphabet_never_raises(text):
-    _run_all(text)
-
-
-@PROPS
-@given(st.sampled_from(TEXTS), st.randoms(use_true_random=False), st.integers(0, 3))
-def test_mutated_files_never_raise(text, rng, how):
-    lines = text.splitlines(keepends=True)
-    if how == 0 and lines:
-        del lines[rng.randrange(len(lines))]
-    elif how == 1 and lines:
-        index = rng.randrange(len(lines))
-        lines.insert(index, lines[index])
-    elif how == 2:
-        rng.shuffle(lines)
-    mutated = "".join(lines)
-    if how == 3:
-        mutated = mutated[: rng.randrange(len(mutated) + 1)]
-    _run_all(mutated)
-
-
-@pytest.mark.parametrize("name", ["018", "019", "020", "048"])
-def test_every_prefix_parses(name):
-    text = capture(name)
-    for cut in range(len(text) + 1):
-        _run_all(text[:cut])
 
 
 @settings(deadline=None, max_examples=40, suppress_health_check=list(HealthCheck))
