@@ -20,18 +20,19 @@ def machine_has_npu(sysroot: Sysroot, npu_smi: Optional[str] = None) -> bool:
 
 
 def no_data_reason(snapshot: Snapshot) -> Optional[str]:
-    """Why ``snapshot`` holds no NPU data, with the next step; ``None`` when it has data."""
+    """Why ``snapshot`` holds no fresh NPU data, with the next step; ``None`` when it has data."""
     report = snapshot.probe("npu-smi")
-    fresh = report is None or report.status is MetricStatus.OK
-    if snapshot.chips and fresh:
+    failed = report is not None and report.status is not MetricStatus.OK
+    if snapshot.chips and not failed:
         return None
-    if report is not None and report.status is not MetricStatus.OK:
+    if failed:
+        assert report is not None
         cause = report.message or "npu-smi failed"
-    elif not snapshot.chips:
-        cause = "the npu-smi output holds no chip rows"
     else:
-        cause = "no fresh chip data"
-    pci = next((w for w in snapshot.warnings if "Ascend PCI function" in w), None)
-    if pci is None and report is not None and "not found" in (report.message or ""):
-        cause = f"no Ascend PCI device and {cause}"
+        cause = "the npu-smi output holds no chip rows"
+    sysfs = snapshot.probe("sysfs")
+    if sysfs is not None and sysfs.found == 0 and failed:
+        cause = f"no Ascend PCI device, and {cause}"
+    elif snapshot.chips and failed:
+        cause = f"{len(snapshot.chips)} chip(s) known, but {cause}"
     return f"no NPU could be read: {cause}. Next: {NEXT_STEPS}."

@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from typing import Deque, Dict, Iterable, List, Optional, Tuple
 
-from npuwatch.model import Snapshot
+from npuwatch.model import MetricStatus, Snapshot
 
 #: The metrics kept per chip: what the dashboard and notebook draw as graphs.
 HISTORY_METRICS: Tuple[str, ...] = (
@@ -47,7 +47,10 @@ class History:
                     series = self._series.get(key)
                     if series is None:
                         series = self._series[key] = deque(maxlen=self.capacity)
-                    series.append((t, chip.metric(metric)))
+                    # A stale value is a repeat, not a measurement: graph it as a gap.
+                    note = chip.notes.get(metric)
+                    stale = note is not None and note.status is MetricStatus.STALE
+                    series.append((t, None if stale else chip.metric(metric)))
             if snapshot.host is not None:
                 self._host_cpu.append((t, snapshot.host.cpu_percent))
 

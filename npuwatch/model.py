@@ -220,6 +220,7 @@ class ProbeReport:
     status: MetricStatus
     duration_s: Optional[float] = None
     message: Optional[str] = None
+    found: Optional[int] = None  # how many things it found (PCI functions, chips), when it counts
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
                 "status": p.status.value,
                 "duration_s": p.duration_s,
                 "message": p.message,
+                "found": p.found,
             }
             for p in snapshot.probes
         ],
@@ -134,6 +135,7 @@ def from_dict(data: Mapping[str, Any]) -> Snapshot:
                 status=MetricStatus(p["status"]),
                 duration_s=p.get("duration_s"),
                 message=p.get("message"),
+                found=p.get("found"),
             )
             for p in data.get("probes") or ()
         ),

@@ -97,7 +97,7 @@ def classify(result: RunResult) -> Optional[NpuSmiFailure]:
     if result.timed_out:
         return NpuSmiFailure(
             FailureKind.TIMEOUT,
-            f"npu-smi did not answer within {result.duration_s:.1f} s and was killed",
+            f"npu-smi did not answer within {result.timeout_s or result.duration_s:.1f} s and was killed",
             "the driver may be hung or busy: check `dmesg` for davinci/devdrv errors and "
             "whether another npu-smi is stuck (`ps -ef | grep npu-smi`)",
             output=text,

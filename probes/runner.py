@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -10,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-#: The most output kept from one command; npu-smi prints a few KiB, a runaway child cannot
-#: make npuwatch hold more than this.
+#: The most output decoded and kept from one command (npu-smi prints a few KiB); a runaway
+#: child's excess is dropped after the pipe is drained.
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 
 
@@ -35,6 +36,7 @@ class RunResult:
     stderr: str
     duration_s: float
     timed_out: bool = False
+    timeout_s: Optional[float] = None  # the limit it ran under
 
 
 def run(
@@ -78,6 +80,7 @@ def run(
         stderr=_decode(err),
         duration_s=time.monotonic() - started,
         timed_out=timed_out,
+        timeout_s=timeout_s,
     )
 
 
@@ -85,7 +88,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        # Already gone, or a setuid child this user may not signal.
+        with contextlib.suppress(OSError):
+            proc.kill()
 
 
 def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:

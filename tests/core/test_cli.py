@@ -56,7 +56,7 @@ def test_machine_without_npu_exits_1_with_reason_and_next_step(tmp_path, capsys)
     code = main(["snapshot", "--root", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 1
-    assert "no Ascend PCI device and npu-smi was not found" in captured.err
+    assert "no Ascend PCI device, and npu-smi was not found" in captured.err
     assert "npuwatch --demo" in captured.err
     assert "Traceback" not in captured.err + captured.out
 

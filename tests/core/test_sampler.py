@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
+from npuwatch.chip_state import STALE_AFTER_S
 from npuwatch.model import Health, MetricStatus
 from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
 from npuwatch.probes.npu_smi_table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
-from npuwatch.sampler import STALE_AFTER_S, Sampler
+from npuwatch.sampler import Sampler
 from npuwatch.sources import SourceReading
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
@@ -66,7 +68,7 @@ def failed(failure: Optional[NpuSmiFailure] = None) -> SourceReading:
 def make(tmp_path, readings, **kw) -> tuple:
     clock = Clock()
     source = ScriptedSource(readings)
-    sampler = Sampler(source, Sysroot(tmp_path, environ={}), None, clock=clock, **kw)
+    sampler = Sampler(source, Sysroot(tmp_path, environ={}), None, clock=clock, monotonic=clock, **kw)
     return sampler, clock, source
 
 
@@ -111,7 +113,7 @@ def test_failure_after_ten_seconds_gives_nulls_with_the_failure_status(tmp_path)
     assert snap.processes == ()
 
 
-def test_failure_with_no_history_has_no_chips_and_a_warning(tmp_path):
+def test_failure_with_no_history_and_no_pci_has_no_chips(tmp_path):
     failure = NpuSmiFailure(
         FailureKind.DCMI, "npu-smi failed with DCMI error -8005", "mount the nodes", dcmi_code=-8005
     )
@@ -169,3 +171,76 @@ def test_versions_come_from_install_files(tmp_path):
     snap = sampler.sample()
     assert snap.versions.driver == "24.1.rc1"  # version.info wins over the table header
     assert snap.versions.npu_smi == "25.2.0"
+
+
+def test_failure_with_no_history_lists_pci_chips_with_the_failure_status(tmp_path):
+    builder = SysrootBuilder(tmp_path)
+    builder.add_pci_function("0000:c1:00.0", device_id=0xD802)
+    builder.add_pci_function("0000:01:00.0", device_id=0xD500, subsystem_device_id=0x0110)  # a 310P Duo
+    sampler, _, _ = make(tmp_path, [failed()])
+    snap = sampler.sample()
+    assert [(c.identity.npu_id, c.identity.chip_id, c.identity.bus_id) for c in snap.chips] == [
+        (0, 0, "0000:01:00.0"),
+        (0, 1, "0000:01:00.0"),
+        (1, 0, "0000:C1:00.0"),
+    ]
+    chip = snap.chips[2]
+    assert chip.identity.name == "Ascend 910B"
+    assert chip.health is Health.UNKNOWN
+    assert {note.status for note in chip.notes.values()} == {MetricStatus.TIMEOUT}
+    assert "PCI bus order" in chip.unavailable()["power_w"]
+    assert any("listed from sysfs" in w for w in snap.warnings)
+
+
+def test_a_chip_that_vanishes_stays_listed_with_the_reason(tmp_path):
+    builder = SysrootBuilder(tmp_path)
+    builder.add_pci_function("0000:c2:00.0", device_id=0xD802, present=False)
+    table = parse_info(capture("001"))
+    chips = tuple(c for c in table.chips if c.identity.npu_id != 1)
+    without_npu_1 = SourceReading(replace(table, chips=chips), None, 0.2)
+    sampler, clock, _ = make(tmp_path, [good(), without_npu_1])
+    sampler.sample()
+    clock.now += 1
+    snap = sampler.sample()
+    gone = snap.chip(1)
+    assert gone is not None
+    assert gone.power_w is None
+    assert gone.notes["power_w"].status is MetricStatus.ERROR
+    assert "no longer lists this chip" in gone.notes["power_w"].reason
+    assert "fell off the bus" in gone.notes["power_w"].reason  # config space reads ff ff
+    assert [c.identity.npu_id for c in snap.chips] == list(range(8))
+    assert any("NPU 1" in w and "no longer lists" in w for w in snap.warnings)
+
+
+def test_replay_reads_nothing_of_this_machine(tmp_path):
+    sampler = Sampler(ScriptedSource([good()]), None, None)
+    snap = sampler.sample()
+    assert snap.versions.driver == "25.2.0"  # from the capture's header only
+    assert snap.chip(0).pcie is None
+    assert snap.probe("sysfs") is None
+
+
+def test_a_crashing_probe_becomes_an_error_report_not_a_lost_tick(tmp_path, monkeypatch):
+    def boom(_sysroot):
+        raise PermissionError(13, "Permission denied", "/sys/bus/pci/devices")
+
+    monkeypatch.setattr("npuwatch.sampler.scan_pci", boom)
+    sampler, _, _ = make(tmp_path, [good()])
+    snap = sampler.sample()
+    assert len(snap.chips) == 8
+    report = snap.probe("sysfs")
+    assert report.status is MetricStatus.ERROR
+    assert "Permission denied" in report.message
+
+
+def test_stale_values_are_gaps_in_the_history(tmp_path):
+    sampler, clock, _ = make(tmp_path, [good(), failed()])
+    sampler.sample()
+    clock.now += 1
+    sampler.sample()
+    assert sampler.history.values((0, 0), "power_w") == [135.9, None]
+
+
+def test_history_covers_ten_minutes_at_short_intervals(tmp_path):
+    sampler, _, _ = make(tmp_path, [good()], interval_s=0.2)
+    assert sampler.history.capacity * 0.2 >= 600

@@ -12,6 +12,7 @@ import pytest
 
 from npuwatch import snapshot_json
 from npuwatch.model import (
+    CHIP_METRICS,
     ChipIdentity,
     ChipSample,
     Health,
@@ -119,22 +120,7 @@ def test_every_null_metric_has_a_reason_for_every_capture():
         table = parse_info(path.read_text(errors="replace"))
         for chip in table.chips:
             doc = snapshot_json._chip_dict(chip)
-            nulls = {
-                k
-                for k in (
-                    "power_w",
-                    "temperature_c",
-                    "aicore_percent",
-                    "npu_util_percent",
-                    "hbm_used_mib",
-                    "hbm_total_mib",
-                    "memory_used_mib",
-                    "memory_total_mib",
-                    "hugepages_used",
-                    "hugepages_total",
-                )
-                if doc[k] is None
-            }
+            nulls = {k for k in CHIP_METRICS if doc[k] is None}
             assert nulls == set(doc["unavailable"]), (path.name, chip.identity)
 
 
