@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from npuwatch import __version__
+from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
     from npuwatch.sampler import Sampler
 
 EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
-DEFAULT_SCENARIO = "910b-training"
 
 
 class UsageError(Exception):
@@ -93,8 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
+    words = _demo_before_subcommand(list(sys.argv[1:] if argv is None else argv))
+    verbose = "--verbose" in words
+    _exit_cleanly_on_termination()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
         handler = _COMMANDS.get(args.command or "", _cmd_live)
         return handler(args)
     except UsageError as exc:
@@ -102,8 +108,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`npuwatch | head`): stop quietly, and keep Python's own
+        # flush at exit from raising the same error again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
-        if getattr(locals().get("args"), "verbose", False):
+        if verbose:
             raise
         print(
             f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
@@ -112,12 +123,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 70  # EX_SOFTWARE
 
 
+def _demo_before_subcommand(words: List[str]) -> List[str]:
+    """``npuwatch --demo snapshot``: a bare ``--demo`` must not swallow the sub-command as its scenario."""
+    for i, word in enumerate(words[:-1]):
+        if word == "--demo" and words[i + 1] in _COMMANDS:
+            return [*words[: i + 1], DEFAULT_SCENARIO, *words[i + 1 :]]
+    return words
+
+
+def _exit_cleanly_on_termination() -> None:
+    """SIGTERM/SIGHUP (docker stop, a closed terminal) unwind like Ctrl-C, so the demo's tree is removed."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name) and threading.current_thread() is threading.main_thread():
+            signal.signal(getattr(signal, name), stop)
+
+
 def _sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
     demo = getattr(args, "demo", None)
     if demo is not None:
         _check_scenario(demo)
-    if demo is not None and getattr(args, "replay", None) is not None:
+    replay = getattr(args, "replay", None)
+    if demo is not None and replay is not None:
         raise UsageError("--demo and --replay cannot be combined")
+    if replay is not None and not os.path.isfile(replay):
+        raise UsageError(f"--replay {replay}: no such file")
     return {
         "demo": demo,
         "replay": getattr(args, "replay", None),

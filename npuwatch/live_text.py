@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Dict
 
 from npuwatch.availability import machine_has_npu
+from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.widgets.text import render_snapshot
 from npuwatch.wiring import build_sampler
 
 _CLEAR = "\x1b[H\x1b[2J"
-DEMO_FALLBACK = "910b-training"
 
 
 def run_live(options: Dict[str, Any]) -> int:
     """Refresh the snapshot text every interval until Ctrl-C; falls back to the demo without NPUs."""
     banner = ""
-    if _nothing_chosen(options) and not machine_has_npu(Sysroot("/")):
-        options = {**options, "demo": DEMO_FALLBACK}
+    if _nothing_chosen(options) and not machine_has_npu(Sysroot("/")):  # nothing given, nothing found
+        options = {**options, "demo": DEFAULT_SCENARIO}
         banner = (
             "No Ascend NPU here (no npu-smi, no Ascend PCI device): showing the simulated "
-            f"'{DEMO_FALLBACK}' machine. `npuwatch --demo list` shows other scenarios.\n\n"
+            f"'{DEFAULT_SCENARIO}' machine. `npuwatch --demo list` shows other scenarios.\n\n"
         )
     with build_sampler(**options) as sampler:
         try:
@@ -38,4 +39,6 @@ def run_live(options: Dict[str, Any]) -> int:
 
 
 def _nothing_chosen(options: Dict[str, Any]) -> bool:
-    return all(options.get(k) is None for k in ("demo", "replay", "root", "npu_smi"))
+    """No source named on the command line or in ``NPUWATCH_ROOT`` / ``NPUWATCH_NPU_SMI``."""
+    named = any(options.get(k) is not None for k in ("demo", "replay", "root", "npu_smi"))
+    return not named and not os.environ.get("NPUWATCH_ROOT") and not os.environ.get("NPUWATCH_NPU_SMI")

@@ -172,22 +172,17 @@ class HostProbe:
         out = tuple(self._enrich_one(p, seen) for p in processes)
         forget = getattr(self.lookup, "forget_except", None)
         if forget is not None:
-            forget([p.pid for p in processes] + [p.container_pid for p in processes if p.container_pid])
+            forget([p.pid for p in processes])
         return out
 
     def _enrich_one(self, process: NpuProcess, seen: Dict[int, Union[FoundProcess, str]]) -> NpuProcess:
-        pid = process.pid
+        # npu-smi reports host PIDs; host details are filled only where they mean the same
+        # process (DESIGN §2.2), i.e. in the host's PID namespace.
         if self.host_pid_namespace is False:
-            # npu-smi reports host PIDs.  From inside a container only the
-            # "Process id in container" column (26.x) can be looked up here, and only
-            # when the name confirms it is the same process.
-            if process.container_pid is None:
-                return replace(
-                    process,
-                    host_unavailable="npuwatch runs in a container PID namespace; npu-smi reports host "
-                    "PIDs, which are not visible here (run npuwatch on the host, or with --pid=host)",
-                )
-            pid = process.container_pid
+            return replace(process, host_unavailable=_OTHER_NAMESPACE)
+        if self.host_pid_namespace is None:
+            return replace(process, host_unavailable=_UNKNOWN_NAMESPACE)
+        pid = process.pid
         found = seen.get(pid)
         if found is None:
             found = seen[pid] = self.lookup.lookup(pid)
@@ -200,6 +195,16 @@ class HostProbe:
                 "belongs to another PID namespace, so host details are not shown",
             )
         return replace(process, host=found.info, host_unavailable=None)
+
+
+_OTHER_NAMESPACE = (
+    "npuwatch runs in a container PID namespace; npu-smi reports host PIDs, which are not "
+    "visible here (run npuwatch on the host, or the container with --pid=host)"
+)
+_UNKNOWN_NAMESPACE = (
+    "cannot tell whether npuwatch shares the host's PID namespace (/proc/self/ns/pid unreadable), "
+    "so npu-smi's PIDs are not matched to processes here"
+)
 
 
 def same_task(host_name: str, npu_name: Optional[str]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -220,14 +221,12 @@ def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[P
     if explicit:
         return Path(explicit)
     for candidate in NPU_SMI_PATHS:
-        path = sysroot.path(candidate)
-        if path.exists() or path.is_symlink():
-            return path
+        # A dangling link counts: running it then explains the broken mount.
+        if sysroot.lexists(candidate):
+            return sysroot.path(candidate)
     if not sysroot.is_live:
         return None
-    import shutil
-
-    found = shutil.which("npu-smi")
+    found = shutil.which("npu-smi", path=sysroot.getenv("PATH"))
     return Path(found) if found else None
 
 

@@ -55,8 +55,13 @@ class Sysroot:
         return self.root / text.lstrip("/")
 
     def exists(self, absolute: PathLike) -> bool:
-        """Whether ``absolute`` exists (a dangling symlink counts as absent)."""
-        return self.path(absolute).exists()
+        """Whether ``absolute`` exists; a dangling link or a folder we may not enter counts as absent."""
+        # os.path.exists, unlike Path.exists on Python ≤ 3.11, never raises PermissionError.
+        return os.path.exists(self.path(absolute))
+
+    def lexists(self, absolute: PathLike) -> bool:
+        """Whether ``absolute`` exists as a name, even a dangling symlink; never raises."""
+        return os.path.lexists(self.path(absolute))
 
     def read_text(self, absolute: PathLike, limit: int = 1 << 20) -> Optional[str]:
         """The file's text, or ``None`` when it is missing or unreadable."""
@@ -97,7 +102,7 @@ class Sysroot:
             return None
 
     def realpath(self, absolute: PathLike) -> Path:
-        """The canonical real path, symlinks resolved (inside the tree for a tree)."""
+        """The canonical real path, symlinks resolved (relative links stay inside a tree)."""
         return Path(os.path.realpath(self.path(absolute)))
 
     def getenv(self, name: str) -> Optional[str]:

@@ -12,7 +12,10 @@ if TYPE_CHECKING:
     from npuwatch.probes.simulator.catalog import list_scenarios
     from npuwatch.probes.simulator.machine import Simulation
 
-__all__ = ["Simulation", "list_scenarios"]
+__all__ = ["DEFAULT_SCENARIO", "Simulation", "list_scenarios"]
+
+#: The scenario `--demo` runs when none is named: an 8×910B3 node training a model.
+DEFAULT_SCENARIO = "910b-training"
 
 
 def __getattr__(name: str) -> Any:

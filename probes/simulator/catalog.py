@@ -191,7 +191,6 @@ def _scenarios() -> Dict[str, Scenario]:
 
 
 SCENARIOS: Dict[str, Scenario] = _scenarios()
-DEFAULT_SCENARIO = "910b-training"
 
 
 def list_scenarios() -> List[Tuple[str, str]]:

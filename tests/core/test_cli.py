@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import resources
@@ -61,10 +62,44 @@ def test_machine_without_npu_exits_1_with_reason_and_next_step(tmp_path, capsys)
     assert "Traceback" not in captured.err + captured.out
 
 
-def test_missing_replay_file_is_explained(tmp_path, capsys):
+def test_missing_replay_file_is_a_usage_error(tmp_path, capsys):
     code = main(["snapshot", "--replay", str(tmp_path / "nope.txt")])
-    assert code == 1
-    assert "cannot read the capture" in capsys.readouterr().err
+    assert code == 64
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_demo_before_the_subcommand_takes_the_default_scenario(capsys):
+    assert main(["--demo", "snapshot", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "demo:910b-training"
+
+
+def test_live_view_piped_into_a_closed_reader_exits_quietly():
+    script = Path(sys.executable).parent / "npuwatch"
+    proc = subprocess.run(
+        f"{script} --demo --interval 0.2 | head -c 100 >/dev/null",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "internal error" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sigterm_removes_the_demo_tree(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuwatch", "--demo", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the first frame is out: the demo tree exists
+    assert list(tmp_path.glob("npuwatch-demo-*"))
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert not list(tmp_path.glob("npuwatch-demo-*"))
 
 
 def test_garbage_replay_exits_1(tmp_path, capsys):

@@ -71,10 +71,19 @@ def test_container_namespace_without_container_pid_says_why():
     assert "container PID namespace" in (out.host_unavailable or "")
 
 
-def test_container_namespace_uses_the_container_pid_column():
+def test_container_namespace_never_matches_even_with_a_container_pid():
+    # DESIGN §2.2: host fields only in the host's PID namespace.
     probe = HostProbe(lookup=FakeLookup({5: ("python", INFO)}), host_pid_namespace=False)
     (out,) = probe.enrich([proc(485946, container_pid=5)])
-    assert out.host == INFO
+    assert out.host is None
+    assert "--pid=host" in (out.host_unavailable or "")
+
+
+def test_unknown_namespace_does_not_match():
+    probe = HostProbe(lookup=FakeLookup({42: ("python", INFO)}), host_pid_namespace=None)
+    (out,) = probe.enrich([proc(42)])
+    assert out.host is None
+    assert "cannot tell" in (out.host_unavailable or "")
 
 
 def test_blank_npu_smi_name_is_still_enriched():
