@@ -12,15 +12,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-#: Values npu-smi prints where it has no value (DESIGN §2.2: placeholders become None).
-PLACEHOLDERS = frozenset({"", "NA", "N/A", "-", "--", "Failed", "NOT SUPPORT"})
+from npuwatch.probes.values import to_int, to_text
 
 #: Keys that describe the whole query (one NPU), not one chip.
 HEADER_KEYS = ("NPU ID", "Chip Count", "Total Count", "Card Count")
 
-_INT_RE = re.compile(r"^[+-]?\d+(?:\.0+)?$")
-_HEX_RE = re.compile(r"^0[xX][0-9a-fA-F]+$")
-_FLOAT_RE = re.compile(r"^[+-]?\d+(?:\.\d+)?$")
 # proc-mem lines use bare colons (046): "Process id:3229095 Process name:  Process memory(MB):48".
 
 
@@ -35,34 +31,6 @@ def split_key_value(line: str) -> Optional[Tuple[str, str]]:
         return None
     key, _, value = stripped.partition(":")
     return key.strip(), value.strip()
-
-
-def to_text(value: Optional[str]) -> Optional[str]:
-    """The value, or ``None`` for a placeholder such as ``NA``."""
-    if value is None:
-        return None
-    value = value.strip()
-    return None if value in PLACEHOLDERS else value
-
-
-def to_int(value: Optional[str]) -> Optional[int]:
-    """An integer (decimal, or ``0x`` hex as npu-smi prints IDs); ``None`` otherwise."""
-    text = to_text(value)
-    if text is None:
-        return None
-    if _HEX_RE.match(text):
-        return int(text, 16)
-    if _INT_RE.match(text):
-        return int(text.split(".")[0])
-    return None
-
-
-def to_float(value: Optional[str]) -> Optional[float]:
-    """A decimal number such as ``93.4``; ``None`` for placeholders and anything else."""
-    text = to_text(value)
-    if text is None or not _FLOAT_RE.match(text):
-        return None
-    return float(text)
 
 
 def _norm(key: str) -> str:

@@ -23,11 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Tuple
 
-from npuwatch.probes.npu_smi_kv import (
-    KeyValueBlock,
-    parse_key_values,
-    to_int,
-)
+from npuwatch.probes.npu_smi_kv import KeyValueBlock, parse_key_values
+from npuwatch.probes.values import to_int
 
 # ---------------------------------------------------------------- memory
 

@@ -11,13 +11,8 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from npuwatch.model import Health
-from npuwatch.probes.npu_smi_kv import (
-    KeyValueBlock,
-    parse_key_values,
-    to_float,
-    to_int,
-    to_text,
-)
+from npuwatch.probes.npu_smi_kv import KeyValueBlock, parse_key_values
+from npuwatch.probes.values import to_float, to_int, to_text
 
 # ---------------------------------------------------------------- board
 

@@ -74,6 +74,16 @@ class SimulatedProcessLookup:
         return FoundProcess(spec.name, info)
 
 
+def _release(version: str) -> Tuple[int, ...]:
+    """``8.1.RC1`` → ``(8, 1)``: the leading numbers, compared as numbers, not text."""
+    numbers = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(numbers)
+
+
 def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
     """Write the scenario's machine (PCI, /dev, install files, container markers) under ``root``."""
     builder = SysrootBuilder(root)
@@ -101,7 +111,7 @@ def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
         builder.set_host_pid_namespace(scenario.host_pid_namespace)
     versions = scenario.versions
     builder.install_driver(versions.driver, firmware=versions.firmware)
-    layout = "cann" if versions.cann >= "8.5" else "toolkit"
+    layout = "cann" if _release(versions.cann) >= (8, 5) else "toolkit"  # CANN 8.5 moved the tree
     builder.install_cann(versions.cann, layout, sourced=True)
     return builder
 

@@ -12,11 +12,7 @@ from pathlib import Path
 from npuwatch.model import Health
 from npuwatch.probes import npu_smi_kv as kv
 from npuwatch.probes import npu_smi_memory_reports as memory_reports
-from npuwatch.probes.npu_smi_kv import (
-    parse_key_values,
-    to_float,
-    to_int,
-)
+from npuwatch.probes.npu_smi_kv import parse_key_values
 from npuwatch.probes.npu_smi_memory_reports import (
     parse_ecc,
     parse_memory,
@@ -30,6 +26,7 @@ from npuwatch.probes.npu_smi_reports import (
     parse_temp,
     parse_usages,
 )
+from npuwatch.probes.values import to_float, to_int
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
 
