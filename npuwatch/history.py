@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple
 
 from npuwatch.model import MetricStatus, Snapshot
 
@@ -35,7 +35,6 @@ class History:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._series: Dict[Tuple[ChipKey, str], Deque[Point]] = {}
-        self._host_cpu: Deque[Point] = deque(maxlen=capacity)
 
     def add(self, snapshot: Snapshot) -> None:
         """Append one point per chip and metric from ``snapshot``."""
@@ -51,8 +50,6 @@ class History:
                     note = chip.notes.get(metric)
                     stale = note is not None and note.status is MetricStatus.STALE
                     series.append((t, None if stale else chip.metric(metric)))
-            if snapshot.host is not None:
-                self._host_cpu.append((t, snapshot.host.cpu_percent))
 
     def series(self, chip: ChipKey, metric: str) -> List[Point]:
         """The stored points of one chip's metric, oldest first (empty when unknown)."""
@@ -66,17 +63,7 @@ class History:
             points = points[-last:]
         return [value for _, value in points]
 
-    def host_cpu(self) -> List[Point]:
-        """The host's overall CPU % over time."""
-        with self._lock:
-            return list(self._host_cpu)
-
     def chips(self) -> List[ChipKey]:
         """Every chip that has history, in (npu_id, chip_id) order."""
         with self._lock:
             return sorted({key for key, _ in self._series})
-
-    def extend(self, snapshots: Iterable[Snapshot]) -> None:
-        """Add many snapshots (a replayed recording) in order."""
-        for snapshot in snapshots:
-            self.add(snapshot)

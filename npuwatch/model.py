@@ -43,20 +43,6 @@ class Health(enum.Enum):
                 return member
         return cls.UNKNOWN
 
-    @property
-    def severity(self) -> int:
-        """0 for OK, rising with urgency; Unknown ranks between Warning and Alarm."""
-        return _HEALTH_SEVERITY[self]
-
-
-_HEALTH_SEVERITY = {
-    Health.OK: 0,
-    Health.WARNING: 1,
-    Health.UNKNOWN: 2,
-    Health.ALARM: 3,
-    Health.CRITICAL: 4,
-}
-
 
 class MetricStatus(enum.Enum):
     """Why a metric is not a fresh number (DESIGN §3 'Per-metric status')."""

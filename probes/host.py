@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 import time
@@ -217,11 +216,3 @@ def same_task(host_name: str, npu_name: Optional[str]) -> bool:
         return True
     here = host_name[:COMM_LENGTH]
     return here == npu_name[:COMM_LENGTH] or here.startswith(npu_name)
-
-
-def current_user() -> str:
-    """The login name of the user running npuwatch (for highlighting their processes)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())

@@ -36,8 +36,7 @@ def to_int(value: Optional[str]) -> Optional[int]:
     text = value.strip()
     if text.isdigit() and text.isascii():  # the common case, cheaply (a table has hundreds)
         return int(text)
-    text = to_text(text)
-    if text is None:
+    if text.upper() in PLACEHOLDERS:
         return None
     if _HEX_RE.match(text):
         return int(text, 16)
@@ -53,7 +52,6 @@ def to_float(value: Optional[str]) -> Optional[float]:
     text = value.strip()
     if text.isascii() and text.replace(".", "", 1).isdigit():  # the common case, cheaply
         return float(text)
-    text = to_text(text)
-    if text is None or not _FLOAT_RE.match(text):
+    if text.upper() in PLACEHOLDERS or not _FLOAT_RE.match(text):
         return None
     return float(text)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 NA = "n/a"
 MIB_PER_GIB = 1024
+
+
+def mib(value: Optional[float]) -> str:
+    """``3120`` → ``3120 MiB`` (npu-smi's per-process figure, as printed)."""
+    return NA if value is None else f"{value:.0f} MiB"
+
+
+def load(values: Optional[Sequence[float]]) -> str:
+    """``(0.1, 0.25, 1.5)`` → ``0.10 0.25 1.50``."""
+    return NA if not values else " ".join(f"{v:.2f}" for v in values)
 
 
 def gib(mib: Optional[float], digits: int = 1) -> str:
@@ -22,16 +32,16 @@ def used_total_gib(used_mib: Optional[float], total_mib: Optional[float]) -> str
     return f"{gib(used_mib)}/{gib(total_mib)} GiB"
 
 
+def used_total_bytes(used_bytes: Optional[float], total_bytes: Optional[float]) -> str:
+    """Host memory, which arrives in bytes: ``24.1/64.0 GiB``."""
+    if used_bytes is None or total_bytes is None:
+        return NA
+    return used_total_gib(used_bytes / 2**20, total_bytes / 2**20)
+
+
 def percent(value: Optional[float], digits: int = 0) -> str:
     """``7`` → ``7%``."""
     return NA if value is None else f"{value:.{digits}f}%"
-
-
-def ratio_percent(used: Optional[float], total: Optional[float]) -> Optional[float]:
-    """``used`` as a percentage of ``total``; ``None`` when unknown or the total is 0."""
-    if used is None or not total:
-        return None
-    return 100.0 * used / total
 
 
 def watts(value: Optional[float], rated_w: Optional[float] = None) -> str:

@@ -17,8 +17,12 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
         lines.append("No NPU chips could be read.")
     if snapshot.processes:
         reference_s = now_s if now_s is not None else snapshot.taken_at.timestamp()
-        lines += ["", "Processes"]
-        lines += _table(_PROCESS_HEADER, [_process_row(p, reference_s) for p in snapshot.processes])
+        reasons = {p.host_unavailable for p in snapshot.processes if p.host is None}
+        shared = next(iter(reasons)) if len(reasons) == 1 and len(snapshot.processes) > 1 else None
+        rows = [_process_row(p, reference_s, shared) for p in snapshot.processes]
+        lines += ["", "Processes", *_table(_PROCESS_HEADER, rows)]
+        if shared:
+            lines.append(f"  (no host details: {shared})")
     if snapshot.host is not None:
         lines += ["", _host_line(snapshot)]
     notes = _notes(snapshot.chips)
@@ -46,24 +50,19 @@ def _versions(snapshot: Snapshot) -> str:
     return " · ".join(f"{name} {value or fmt.NA}" for name, value in parts)
 
 
-_CHIP_HEADER = (
-    "NPU",
-    "Chip",
-    "Phy",
-    "Name",
-    "Bus-Id",
-    "Health",
-    "AICore",
-    "Memory",
-    "Power",
-    "Temp",
-)
+_CHIP_HEADER = ("NPU", "Chip", "Phy/Dev", "Name", "Bus-Id", "Health", "Util", "Memory", "Power", "Temp")
 
 
 def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
     ident = chip.identity
+    # Phy-ID on A3, the Device column on 310/310P/310B: at most one of them is printed.
     sub_id = ident.phy_id if ident.phy_id is not None else ident.device_id
-    utilisation = chip.aicore_percent if chip.aicore_percent is not None else chip.npu_util_percent
+    if chip.aicore_percent is not None:
+        utilisation = f"{fmt.percent(chip.aicore_percent)} AIC"
+    elif chip.npu_util_percent is not None:  # the 950 prints NPU Util instead of AICore
+        utilisation = f"{fmt.percent(chip.npu_util_percent)} NPU"
+    else:
+        utilisation = fmt.NA
     return (
         str(ident.npu_id),
         str(ident.chip_id),
@@ -71,7 +70,7 @@ def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
         ident.name or fmt.NA,
         ident.bus_id or fmt.NA,
         chip.health.value + (" (stale)" if _is_stale(chip) else ""),
-        fmt.percent(utilisation),
+        utilisation,
         _memory(chip),
         fmt.watts(chip.power_w),
         fmt.celsius(chip.temperature_c),
@@ -93,11 +92,12 @@ def _is_stale(chip: ChipSample) -> bool:
 _PROCESS_HEADER = ("NPU", "Chip", "PID", "User", "NPU mem", "CPU", "RSS", "Elapsed", "Command")
 
 
-def _process_row(process: NpuProcess, now_s: float) -> Tuple[str, ...]:
+def _process_row(process: NpuProcess, now_s: float, shared_reason: Optional[str]) -> Tuple[str, ...]:
     host = process.host
-    npu_mem = "n/a" if process.npu_memory_mib is None else f"{process.npu_memory_mib} MiB"
+    npu_mem = fmt.mib(process.npu_memory_mib)
     if host is None:
-        command = f"{process.name or '?'}  ({process.host_unavailable or 'no host details'})"
+        reason = process.host_unavailable or "no host details"
+        command = process.name or "?" if reason == shared_reason else f"{process.name or '?'}  ({reason})"
         return (
             str(process.npu_id),
             str(process.chip_id),
@@ -126,12 +126,9 @@ def _process_row(process: NpuProcess, now_s: float) -> Tuple[str, ...]:
 def _host_line(snapshot: Snapshot) -> str:
     host = snapshot.host
     assert host is not None
-    load = " ".join(f"{x:.2f}" for x in host.load_average) if host.load_average else fmt.NA
-    memory = fmt.used_total_gib(
-        None if host.memory_used_bytes is None else host.memory_used_bytes / 2**20,
-        None if host.memory_total_bytes is None else host.memory_total_bytes / 2**20,
-    )
+    memory = fmt.used_total_bytes(host.memory_used_bytes, host.memory_total_bytes)
     where = " · container" if host.in_container else ""
+    load = fmt.load(host.load_average)
     return f"Host {host.hostname}: CPU {fmt.percent(host.cpu_percent)} · memory {memory} · load {load}{where}"
 
 

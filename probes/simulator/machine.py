@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import Dict, List, Optional, Tuple, Type, Union
+from typing import Dict, Optional, Tuple, Type, Union
 
 from npuwatch.model import ProcessHostInfo
 from npuwatch.probes.host import FoundProcess
@@ -189,8 +189,3 @@ class Simulation:
 
     def __repr__(self) -> str:
         return f"Simulation({self.scenario.name!r}, root={str(self.root)!r})"
-
-
-def scenario_names() -> List[str]:
-    """The valid scenario names, the default first."""
-    return [name for name, _ in list_scenarios()]
