@@ -28,6 +28,8 @@ def no_data_reason(snapshot: Snapshot) -> Optional[str]:
     if failed:
         assert report is not None
         cause = report.message or "npu-smi failed"
+    elif report is not None and report.found:
+        cause = f"none of the {report.found} chip(s) npu-smi lists matches --devices"
     else:
         cause = "the npu-smi output holds no chip rows"
     sysfs = snapshot.probe("sysfs")

@@ -149,6 +149,11 @@ def _sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
     replay = getattr(args, "replay", None)
     if demo is not None and replay is not None:
         raise UsageError("--demo and --replay cannot be combined")
+    for other in ("root", "npu_smi"):
+        if demo is not None and getattr(args, other, None) is not None:
+            raise UsageError(
+                f"--demo brings its own machine: it cannot be combined with --{other.replace('_', '-')}"
+            )
     if replay is not None and not os.path.isfile(replay):
         raise UsageError(f"--replay {replay}: no such file")
     return {

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Callable, Dict, Optional, Protocol, Tuple
 
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure, classify
+from npuwatch.probes.npu_smi_lists import parse_mapping
 from npuwatch.probes.npu_smi_table import InfoTable, parse_info
 from npuwatch.probes.runner import RunResult
+
+#: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.
+MAPPING_REFRESH_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,19 @@ class ChipSource(Protocol):
 
 
 class NpuSmiSource:
-    """Live data: one ``npu-smi info`` call per read (the only per-tick subprocess)."""
+    """Live data: one ``npu-smi info`` call per read (the only per-tick subprocess).
 
-    def __init__(self, npu_smi: NpuSmi, label: str = "npu-smi") -> None:
+    The logic IDs, which the table does not print, come from ``npu-smi info -m``: a slow
+    fact, asked once and then every ``MAPPING_REFRESH_S``, and only after a good table.
+    """
+
+    def __init__(
+        self, npu_smi: NpuSmi, label: str = "npu-smi", clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.npu_smi = npu_smi
         self.label = label
+        self._clock = clock
+        self._mapping: Optional[Tuple[Dict[Tuple[int, int], int], float]] = None
 
     def read(self) -> SourceReading:
         started = time.monotonic()
@@ -44,7 +56,33 @@ class NpuSmiSource:
             output = self.npu_smi.info()
         except NpuSmiError as exc:
             return SourceReading(None, exc.failure, time.monotonic() - started)
-        return SourceReading(parse_info(output.text), None, output.duration_s)
+        return SourceReading(self._with_logic_ids(parse_info(output.text)), None, output.duration_s)
+
+    def _with_logic_ids(self, table: InfoTable) -> InfoTable:
+        now = self._clock()
+        if self._mapping is None or now - self._mapping[1] >= MAPPING_REFRESH_S:
+            self._mapping = (self._logic_ids(), now)
+        ids = self._mapping[0]
+        if not ids:
+            return table
+        chips = tuple(
+            replace(chip, identity=replace(chip.identity, logic_id=ids[chip.identity.key]))
+            if chip.identity.key in ids
+            else chip
+            for chip in table.chips
+        )
+        return replace(table, chips=chips)
+
+    def _logic_ids(self) -> Dict[Tuple[int, int], int]:
+        try:
+            mapping = parse_mapping(self.npu_smi.call(("info", "-m")).text)
+        except NpuSmiError:  # older drivers or restricted users: logic IDs stay unknown
+            return {}
+        return {
+            (row.npu_id, row.chip_id): row.chip_logic_id
+            for row in mapping.chips
+            if row.chip_id is not None and row.chip_logic_id is not None
+        }
 
 
 class CaptureSource:

@@ -155,3 +155,14 @@ def test_console_script_is_installed():
     script = Path(sys.executable).parent / "npuwatch"
     out = subprocess.run([str(script), "snapshot", "--help"], capture_output=True, text=True, check=True)
     assert "--json" in out.stdout and "--replay" in out.stdout
+
+
+def test_devices_matching_no_chip_says_so(capsys):
+    capture = next(DATA.glob("001_*.txt"))
+    assert main(["snapshot", "--devices", "99", "--replay", str(capture)]) == 1
+    assert "none of the 8 chip(s) npu-smi lists matches --devices" in capsys.readouterr().err
+
+
+def test_demo_cannot_be_combined_with_a_root(tmp_path, capsys):
+    assert main(["snapshot", "--demo", "a3", "--root", str(tmp_path)]) == 64
+    assert "--demo brings its own machine" in capsys.readouterr().err
