@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[shared],
     )
     parser.add_argument("--version", action="version", version=f"npuwatch {__version__}")
+    parser.add_argument(
+        "--plain", action="store_true", help="a plain refreshing text view instead of the dashboard"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     snap = commands.add_parser(
         "snapshot",
@@ -208,10 +211,15 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _cmd_live(args: argparse.Namespace) -> int:
-    from npuwatch.live_text import run_live
-
+    """The dashboard in a terminal; a plain refreshing text view when stdout is not one."""
     options = _sampler_options(args)
-    return run_live(options)
+    if getattr(args, "plain", False) or not sys.stdout.isatty():
+        from npuwatch.live_text import run_live
+
+        return run_live(options)
+    from npuwatch.widgets.tui.app import run_dashboard
+
+    return run_dashboard(options)
 
 
 _COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from npuwatch.availability import machine_has_npu
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
@@ -16,22 +16,27 @@ from npuwatch.wiring import build_sampler
 _CLEAR = "\x1b[H\x1b[2J"
 
 
-def run_live(options: Dict[str, Any]) -> int:
-    """Refresh the snapshot text every interval until Ctrl-C; falls back to the demo without NPUs."""
-    banner = ""
-    if _nothing_chosen(options) and not machine_has_npu(Sysroot("/")):  # nothing given, nothing found
-        options = {**options, "demo": DEFAULT_SCENARIO}
+def demo_fallback(options: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
+    """The options to use, and a banner: the demo when nothing was chosen and there is no NPU."""
+    if _nothing_chosen(options) and not machine_has_npu(Sysroot("/")):
         banner = (
             "No Ascend NPU here (no npu-smi, no Ascend PCI device): showing the simulated "
-            f"'{DEFAULT_SCENARIO}' machine. `npuwatch --demo list` shows other scenarios.\n\n"
+            f"'{DEFAULT_SCENARIO}' machine. `npuwatch --demo list` shows other scenarios."
         )
+        return {**options, "demo": DEFAULT_SCENARIO}, banner
+    return options, ""
+
+
+def run_live(options: Dict[str, Any]) -> int:
+    """Refresh the snapshot text every interval until Ctrl-C; falls back to the demo without NPUs."""
+    options, banner = demo_fallback(options)
+    header = f"{banner}\n\n" if banner else ""
     with build_sampler(**options) as sampler:
         try:
             while True:
                 started = time.monotonic()
                 text = render_snapshot(sampler.sample())
-                out = (_CLEAR if sys.stdout.isatty() else "") + banner + text
-                sys.stdout.write(out)
+                sys.stdout.write((_CLEAR if sys.stdout.isatty() else "") + header + text)
                 sys.stdout.flush()
                 time.sleep(max(0.0, sampler.interval_s - (time.monotonic() - started)))
         except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Set, Tuple, TypeVar
 
+from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
@@ -50,6 +51,7 @@ class Sampler:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         on_close: Optional[Callable[[], None]] = None,
+        details: Optional[Callable[[int, int], ChipDetails]] = None,
     ) -> None:
         self.source = source
         self.sysroot = sysroot
@@ -61,6 +63,7 @@ class Sampler:
         self._clock = clock
         self._monotonic = monotonic
         self._on_close = on_close
+        self.details_fetcher = details
         self._lock = threading.Lock()
         self._tracker = ChipTracker()
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
@@ -98,6 +101,17 @@ class Sampler:
             snapshot = self._sample_locked()
             self.history.add(snapshot)
         return snapshot
+
+    def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
+        """One chip's on-demand npu-smi reports; ``None`` when the source has none (a replay).
+
+        Holds the sampler's lock, so these npu-smi calls never overlap a tick's.
+        """
+        fetch = self.details_fetcher
+        if fetch is None:
+            return None
+        with self._lock:
+            return fetch(npu_id, chip_id)
 
     def _sample_locked(self) -> Snapshot:
         now, mono = self._clock(), self._monotonic()

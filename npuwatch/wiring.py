@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
+from npuwatch.chip_details import fetch_chip_details
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.host import HostProbe, ProcessLookup
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
@@ -42,8 +43,17 @@ def build_sampler(
         source = CaptureSource(Path(replay))
         return Sampler(source, sysroot, None, interval_s=interval, devices=wanted)
     path = find_npu_smi(sysroot, npu_smi or env.get("NPUWATCH_NPU_SMI"))
-    live = NpuSmiSource(NpuSmi(path, timeout_s=timeout))
-    return Sampler(live, sysroot, _host_probe(sysroot) if host else None, interval_s=interval, devices=wanted)
+    npu_smi_obj = NpuSmi(path, timeout_s=timeout)
+    live = NpuSmiSource(npu_smi_obj)
+    probe = _host_probe(sysroot) if host else None
+    return Sampler(
+        live,
+        sysroot,
+        probe,
+        interval_s=interval,
+        devices=wanted,
+        details=lambda npu, chip: fetch_chip_details(npu_smi_obj, npu, chip),
+    )
 
 
 def _demo_sampler(
@@ -58,12 +68,21 @@ def _demo_sampler(
     sim = Simulation.start(scenario)
     try:
         sysroot = Sysroot(sim.root, environ=sim.environ)
-        source = NpuSmiSource(NpuSmi(sim.npu_smi, timeout_s=timeout_s), label=f"demo:{sim.scenario.name}")
+        npu_smi_obj = NpuSmi(sim.npu_smi, timeout_s=timeout_s)
+        source = NpuSmiSource(npu_smi_obj, label=f"demo:{sim.scenario.name}")
         probe = _host_probe(sysroot, sim.process_lookup) if host else None
     except BaseException:
         sim.close()
         raise
-    return Sampler(source, sysroot, probe, interval_s=interval_s, devices=devices, on_close=sim.close)
+    return Sampler(
+        source,
+        sysroot,
+        probe,
+        interval_s=interval_s,
+        devices=devices,
+        on_close=sim.close,
+        details=lambda npu, chip: fetch_chip_details(npu_smi_obj, npu, chip),
+    )
 
 
 def _host_probe(sysroot: Sysroot, lookup: Optional[ProcessLookup] = None) -> HostProbe:

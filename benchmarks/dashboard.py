@@ -1,0 +1,73 @@
+"""Measures the dashboard's own cost: CPU % of one core and RSS over 60 s on the 16-chip A3 demo.
+
+Run: python benchmarks/dashboard.py [--seconds 60] [--scenario a3]
+The dashboard runs in a real terminal (a detached tmux session, 200×50) at a 1 s interval.
+Its own CPU time is read from /proc via psutil; the fake npu-smi runs as child processes,
+whose CPU is not counted (that is the "npu-smi process itself", a cost npu-smi has anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+
+def find_dashboard(session_pid: int, deadline_s: float) -> psutil.Process:
+    """The npuwatch process inside the tmux pane (the pane's shell runs it)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        pane = psutil.Process(session_pid)
+        for proc in [pane, *pane.children(recursive=True)]:
+            try:
+                if "npuwatch" in " ".join(proc.cmdline()) and "npu-smi" not in " ".join(proc.cmdline()):
+                    return proc
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.2)
+    raise SystemExit("the dashboard did not start")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--scenario", default="a3")
+    parser.add_argument("--warmup", type=float, default=5.0)
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is needed (apt-get install tmux)")
+    script = Path(sys.executable).parent / "npuwatch"
+    socket = f"npuwatch-bench-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    command = f"{script} --demo {args.scenario} --interval 1"
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
+    try:
+        pane = subprocess.run([*tmux, "list-panes", "-F", "#{pane_pid}"], capture_output=True, text=True)
+        dashboard = find_dashboard(int(pane.stdout.split()[0]), 30.0)
+        time.sleep(args.warmup)
+        before = dashboard.cpu_times()
+        started = time.monotonic()
+        rss_peak = 0
+        while time.monotonic() - started < args.seconds:
+            rss_peak = max(rss_peak, dashboard.memory_info().rss)
+            time.sleep(1.0)
+        after = dashboard.cpu_times()
+        elapsed = time.monotonic() - started
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    cpu_s = (after.user - before.user) + (after.system - before.system)
+    print(f"npuwatch dashboard benchmark · --demo {args.scenario} (16 chips) · 1 s interval · {elapsed:.0f} s")
+    print(f"{'measure':<40} {'value':>10}  target")
+    print(f"{'CPU, % of one core (own process)':<40} {100 * cpu_s / elapsed:>9.2f}%  < 3%")
+    print(f"{'RSS peak':<40} {rss_peak / 2**20:>8.1f} MB  < 120 MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""npuwatch.widgets.tui: the live terminal dashboard (textual)."""

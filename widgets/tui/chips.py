@@ -1,0 +1,192 @@
+"""Provides ChipCard and NpuGroup: one card per chip, grouped per NPU (A3 ×2, 310P Duo ×2, 310 ×4)."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static
+
+from npuwatch.chip_facts import rated_power_w
+from npuwatch.history import History
+from npuwatch.model import ChipSample, MetricStatus
+from npuwatch.widgets import format as fmt
+from npuwatch.widgets.tui import render
+
+LABEL_WIDTH = 5  # "HBM  "
+
+
+class ChipCard(Static, can_focus=True):
+    """One chip: identity, health badge, AI Core / memory bars, power, temperature, graphs."""
+
+    class Selected(Message):
+        """The user asked for this chip's detail screen (Enter or a click)."""
+
+        def __init__(self, key: tuple) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, chip: ChipSample, history: History, in_group: bool) -> None:
+        super().__init__(classes="chip")
+        self.chip = chip
+        self.history = history
+        self.in_group = in_group
+
+    def show(self, chip: ChipSample) -> None:
+        """Render a newer sample of this chip."""
+        self.chip = chip
+        self.refresh()
+
+    def render(self) -> RenderableType:
+        width = max(20, self.size.width)
+        if self.has_class("compact"):
+            return compact_line(self.chip, self.history, width, self.in_group)
+        return card_body(self.chip, self.history, width, self.in_group)
+
+    def on_click(self) -> None:
+        self.post_message(self.Selected(self.chip.identity.key))
+
+    def key_enter(self) -> None:
+        self.post_message(self.Selected(self.chip.identity.key))
+
+
+class NpuGroup(Widget):
+    """The chips of one NPU card in one bordered box, titled with the NPU ID and model."""
+
+    def __init__(self, chips: Sequence[ChipSample], history: History) -> None:
+        super().__init__(classes="npu-group")
+        first = chips[0].identity
+        self.npu_id = first.npu_id
+        self.keys = [chip.identity.key for chip in chips]
+        count = f" · {len(chips)} chips" if len(chips) > 1 else ""
+        self.border_title = f"NPU {first.npu_id} · {first.name or 'unknown model'}{count}"
+        self.cards = [ChipCard(chip, history, in_group=len(chips) > 1) for chip in chips]
+        if len(chips) > 1:
+            self.add_class("multi")
+
+    def compose(self) -> ComposeResult:
+        yield from self.cards
+
+    def show(self, chips: Sequence[ChipSample]) -> None:
+        """Render the newer samples of this NPU's chips (same chips, same order)."""
+        for card, chip in zip(self.cards, chips):
+            card.show(chip)
+        if len(chips) > 1:  # one card shows its own badge; a group sums up the worst
+            worst = max((chip.health for chip in chips), key=lambda h: _SEVERITY[h.value])
+            self.border_subtitle = render.badge(worst).plain.strip()
+        self.set_class(any(_stale(chip) for chip in chips), "stale")
+
+
+_SEVERITY = {"OK": 0, "Warning": 1, "Unknown": 2, "Alarm": 3, "Critical": 4}
+
+
+def _stale(chip: ChipSample) -> bool:
+    return any(note.status is MetricStatus.STALE for note in chip.notes.values())
+
+
+def _utilisation(chip: ChipSample) -> tuple:
+    """(label, percent, history metric): AI Core, or NPU Util on layouts that print only that (950)."""
+    if chip.aicore_percent is not None or chip.npu_util_percent is None:
+        return "AIC", chip.aicore_percent, "aicore_percent"
+    return "NPU", chip.npu_util_percent, "npu_util_percent"
+
+
+def _memory(chip: ChipSample) -> tuple:
+    """(label, used MiB, total MiB, history metric): HBM, or DDR on 310P/310B which have no HBM."""
+    if chip.hbm_total_mib:
+        return "HBM", chip.hbm_used_mib, chip.hbm_total_mib, "hbm_used_mib"
+    return "DDR", chip.memory_used_mib, chip.memory_total_mib, "memory_used_mib"
+
+
+def _title(chip: ChipSample, in_group: bool) -> Text:
+    ident = chip.identity
+    text = Text()
+    if in_group:  # the group's border names the NPU; each card names its chip
+        text.append(f"chip {ident.chip_id} ", style="bold")
+    if ident.phy_id is not None:
+        text.append(f"phy {ident.phy_id} ")
+    if ident.device_id is not None:
+        text.append(f"dev {ident.device_id} ")
+    text.append(f"{ident.bus_id or 'Bus-Id n/a'}", style="dim")
+    if _stale(chip):
+        text.append("  STALE", style="bold dark_orange")
+    return text
+
+
+def card_body(chip: ChipSample, history: History, width: int, in_group: bool) -> RenderableType:
+    """The multi-line card (wide terminals)."""
+    key = chip.identity.key
+    inner = width - 1
+    spark_w = max(6, inner // 3)
+    bar_w = max(6, inner - LABEL_WIDTH - 12 - spark_w)
+    head = _title(chip, in_group)
+    head.append("  ")
+    head.append_text(render.badge(chip.health))
+    label, util, util_metric = _utilisation(chip)
+    util_line = _metric_line(
+        label, util / 100 if util is not None else None, bar_w, fmt.percent(util), "green"
+    )
+    util_line.append_text(render.spark(history.values(key, util_metric), spark_w, 100))
+    mem_label, used, total, mem_metric = _memory(chip)
+    share, pct = render.fraction(used, total)
+    mem_text = f"{fmt.gib(used, 0)}/{fmt.gib(total, 0)}G" if share is not None else fmt.NA
+    mem_line = _metric_line(mem_label, share, bar_w, mem_text, render.usage_style(pct))
+    mem_line.append_text(render.spark(history.values(key, mem_metric), spark_w, total))
+    rated = rated_power_w(chip.identity.name)
+    power_share = chip.power_w / rated if rated and chip.power_w is not None else None
+    power_line = _metric_line(
+        "PWR", power_share, bar_w, fmt.watts(chip.power_w).replace(" W", "W"), "magenta"
+    )
+    power_line.append_text(render.spark(history.values(key, "power_w"), spark_w, rated))
+    temp_share = chip.temperature_c / 100 if chip.temperature_c is not None else None
+    temp_style = render.temperature_style(chip.temperature_c) or "yellow"
+    temp_line = _metric_line("TEMP", temp_share, bar_w, fmt.celsius(chip.temperature_c), temp_style)
+    temp_line.append_text(render.spark(history.values(key, "temperature_c"), spark_w, 100))
+    return Group(head, util_line, mem_line, power_line, temp_line)
+
+
+def _metric_line(label: str, share: Optional[float], bar_w: int, value: str, style: str) -> Text:
+    line = Text(f"{label:<{LABEL_WIDTH}}", style="bold")
+    line.append_text(render.bar(share, bar_w, style))
+    line.append(f" {value:>10} ", style="bold" if value != fmt.NA else "dim")
+    return line
+
+
+def compact_line(chip: ChipSample, history: History, width: int, in_group: bool) -> Text:
+    """One line per chip (80-column terminals)."""
+    ident = chip.identity
+    line = Text()
+    who = f" └c{ident.chip_id}" if in_group and ident.chip_id else f"{ident.npu_id:>3}"
+    line.append(f"{who:<5}", style="bold")
+    line.append(f"{(ident.name or '?')[:10]:<11}")
+    badge = render.badge(chip.health)
+    line.append_text(badge)
+    line.append(" " * max(0, 12 - len(badge.plain)))
+    label, util, _ = _utilisation(chip)
+    mem_label, used, total, _ = _memory(chip)
+    share, pct = render.fraction(used, total)
+    rest = width - len(line.plain) - 40
+    bar_w = max(4, min(14, rest // 2))
+    line.append(f"{label} ")
+    line.append_text(render.bar(util / 100 if util is not None else None, bar_w, "green"))
+    line.append(f" {fmt.percent(util):>4} ")
+    line.append(f"{mem_label} ")
+    line.append_text(render.bar(share, bar_w, render.usage_style(pct)))
+    line.append(f" {fmt.gib(used, 0):>3}/{fmt.gib(total, 0)}G ")
+    line.append(f"{fmt.watts(chip.power_w).replace(' W', 'W'):>7} ")
+    line.append(fmt.celsius(chip.temperature_c), style=render.temperature_style(chip.temperature_c))
+    if _stale(chip):
+        line.append(" STALE", style="bold dark_orange")
+    return line
+
+
+def group_chips(chips: Sequence[ChipSample]) -> List[List[ChipSample]]:
+    """Chips grouped by NPU ID, in NPU then chip order."""
+    groups: dict = {}
+    for chip in sorted(chips, key=lambda c: c.identity.key):
+        groups.setdefault(chip.identity.npu_id, []).append(chip)
+    return list(groups.values())

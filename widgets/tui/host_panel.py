@@ -1,0 +1,59 @@
+"""Provides HostPanel: the host's CPU (overall and per core), memory and load average."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.widgets import Static
+
+from npuwatch.model import HostInfo
+from npuwatch.widgets import format as fmt
+from npuwatch.widgets.tui import render
+
+
+class HostPanel(Static):
+    """Two lines: CPU bar + one cell per core, then memory and load."""
+
+    def __init__(self) -> None:
+        super().__init__(id="host")
+        self.host: Optional[HostInfo] = None
+
+    def show(self, host: Optional[HostInfo]) -> None:
+        """Render the host of the latest snapshot (``None`` for a replayed capture)."""
+        self.host = host
+        self.refresh()
+
+    def render(self) -> RenderableType:
+        return host_lines(self.host, max(40, self.size.width))
+
+
+def host_lines(host: Optional[HostInfo], width: int) -> Text:
+    """The panel's text (pure, so it is testable without an app)."""
+    if host is None:
+        return Text("Host: not part of this source (a replayed capture)", style="dim")
+    bar_w = max(8, min(24, width // 6))
+    line = Text("CPU ", style="bold")
+    cpu = host.cpu_percent
+    line.append_text(render.bar(None if cpu is None else cpu / 100, bar_w, "green"))
+    line.append(f" {fmt.percent(cpu):>4}  ")
+    cores = host.per_cpu_percent
+    room = width - len(line.plain) - 6
+    if cores and room > 4:
+        line.append("cores ", style="dim")
+        shown = cores[:room]
+        line.append_text(render.spark(shown, len(shown), 100))
+        if len(cores) > len(shown):
+            line.append(f" +{len(cores) - len(shown)}", style="dim")
+    line.append("\n")
+    line.append("MEM ", style="bold")
+    share, pct = render.fraction(host.memory_used_bytes, host.memory_total_bytes)
+    line.append_text(render.bar(share, bar_w, render.usage_style(pct)))
+    line.append(f" {fmt.used_total_bytes(host.memory_used_bytes, host.memory_total_bytes)}  ")
+    line.append("load ", style="dim")
+    line.append(fmt.load(host.load_average))
+    line.append(f"  ·  {host.hostname}", style="dim")
+    if host.in_container:
+        line.append(" (container)", style="dim")
+    return line

@@ -1,0 +1,28 @@
+"""Provides the messages the sampling worker posts to the dashboard."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from npuwatch.model import Snapshot
+
+
+class SnapshotReady(Message):
+    """A sample finished; the UI renders it."""
+
+    def __init__(self, snapshot: Snapshot, took_s: float) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.took_s = took_s
+
+    def can_replace(self, message: Message) -> bool:
+        # A UI that falls behind renders only the newest snapshot.
+        return isinstance(message, SnapshotReady)
+
+
+class SamplerFailed(Message):
+    """The sampler itself raised (a bug, not an environment problem: those are in the snapshot)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
