@@ -29,7 +29,7 @@ from npuwatch.widgets.tui.processes import ProcessTable
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 #: Below this width (columns) chips are one line each; above, cards in a grid.
 WIDE_MIN_COLUMNS = 120
-CARD_COLUMNS = 48
+CARD_COLUMNS = 38
 
 
 class SamplerLike(Protocol):
@@ -106,7 +106,10 @@ class NpuwatchApp(App[None]):
         self.compact = compact
         self.screen.set_class(compact, "compact")
         chips = self.query_one("#chips")
-        chips.styles.grid_size_columns = 1 if compact else max(1, width // CARD_COLUMNS)
+        columns = max(1, width // CARD_COLUMNS)
+        if any(len(group.cards) > 1 for group in self._groups.values()):
+            columns = max(2, columns - columns % 2)  # two-chip groups span two columns: keep them aligned
+        chips.styles.grid_size_columns = 1 if compact else columns
         for card in self.query(ChipCard):
             card.set_class(compact, "compact")
             card.refresh()

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Static
 
 from npuwatch.chip_facts import rated_power_w
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
+from npuwatch.widgets.tui.line import TextLines
 
 LABEL_WIDTH = 5  # "HBM  "
 
 
-class ChipCard(Static, can_focus=True):
-    """One chip: identity, health badge, AI Core / memory bars, power, temperature, graphs."""
+class ChipCard(TextLines, can_focus=True):
+    """One chip: identity, health badge, AI Core / memory bars, power, temperature, graphs.
+
+    Drawn with textual's line API from strips built once per sample: sixteen cards repaint
+    every second, and the generic renderable path cost most of the dashboard's CPU.
+    """
 
     class Selected(Message):
         """The user asked for this chip's detail screen (Enter or a click)."""
@@ -39,13 +42,14 @@ class ChipCard(Static, can_focus=True):
     def show(self, chip: ChipSample) -> None:
         """Render a newer sample of this chip."""
         self.chip = chip
-        self.refresh()
+        self.redraw()
 
-    def render(self) -> RenderableType:
+    def lines(self) -> List[Text]:
+        """The card's lines as text (what the screen shows; also read by tests)."""
         width = max(20, self.size.width)
         if self.has_class("compact"):
-            return compact_line(self.chip, self.history, width, self.in_group)
-        return card_body(self.chip, self.history, width, self.in_group)
+            return [compact_line(self.chip, self.history, width, self.in_group)]
+        return card_lines(self.chip, self.history, width, self.in_group)
 
     def on_click(self) -> None:
         self.post_message(self.Selected(self.chip.identity.key))
@@ -75,10 +79,15 @@ class NpuGroup(Widget):
         """Render the newer samples of this NPU's chips (same chips, same order)."""
         for card, chip in zip(self.cards, chips):
             card.show(chip)
+        # Touch the box only when its look changes: each change repaints the whole group.
         if len(chips) > 1:  # one card shows its own badge; a group sums up the worst
             worst = max((chip.health for chip in chips), key=lambda h: _SEVERITY[h.value])
-            self.border_subtitle = render.badge(worst).plain.strip()
-        self.set_class(any(_stale(chip) for chip in chips), "stale")
+            subtitle = render.badge(worst).plain.strip()
+            if subtitle != self.border_subtitle:
+                self.border_subtitle = subtitle
+        stale = any(_stale(chip) for chip in chips)
+        if stale != self.has_class("stale"):
+            self.set_class(stale, "stale")
 
 
 _SEVERITY = {"OK": 0, "Warning": 1, "Unknown": 2, "Alarm": 3, "Critical": 4}
@@ -117,7 +126,7 @@ def _title(chip: ChipSample, in_group: bool) -> Text:
     return text
 
 
-def card_body(chip: ChipSample, history: History, width: int, in_group: bool) -> RenderableType:
+def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -> List[Text]:
     """The multi-line card (wide terminals)."""
     key = chip.identity.key
     inner = width - 1
@@ -146,12 +155,15 @@ def card_body(chip: ChipSample, history: History, width: int, in_group: bool) ->
     temp_style = render.temperature_style(chip.temperature_c) or "yellow"
     temp_line = _metric_line("TEMP", temp_share, bar_w, fmt.celsius(chip.temperature_c), temp_style)
     temp_line.append_text(render.spark(history.values(key, "temperature_c"), spark_w, 100))
-    return Group(head, util_line, mem_line, power_line, temp_line)
+    return [head, util_line, mem_line, power_line, temp_line]
 
 
 def _metric_line(label: str, share: Optional[float], bar_w: int, value: str, style: str) -> Text:
     line = Text(f"{label:<{LABEL_WIDTH}}", style="bold")
-    line.append_text(render.bar(share, bar_w, style))
+    if share is None and value != fmt.NA:  # a value with no scale (power of a chip with no rating)
+        line.append(" " * bar_w)
+    else:
+        line.append_text(render.bar(share, bar_w, style))
     line.append(f" {value:>10} ", style="bold" if value != fmt.NA else "dim")
     return line
 

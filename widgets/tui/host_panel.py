@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
-from rich.console import RenderableType
 from rich.text import Text
-from textual.widgets import Static
 
 from npuwatch.model import HostInfo
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
+from npuwatch.widgets.tui.line import TextLines
 
 
-class HostPanel(Static):
+class HostPanel(TextLines):
     """Two lines: CPU bar + one cell per core, then memory and load."""
 
     def __init__(self) -> None:
@@ -23,10 +22,10 @@ class HostPanel(Static):
     def show(self, host: Optional[HostInfo]) -> None:
         """Render the host of the latest snapshot (``None`` for a replayed capture)."""
         self.host = host
-        self.refresh()
+        self.redraw()
 
-    def render(self) -> RenderableType:
-        return host_lines(self.host, max(40, self.size.width))
+    def lines(self) -> List[Text]:
+        return host_lines(self.host, max(40, self.size.width)).split("\n")
 
 
 def host_lines(host: Optional[HostInfo], width: int) -> Text:

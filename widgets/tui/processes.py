@@ -7,7 +7,10 @@ import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from rich.text import Text
-from textual.widgets import DataTable
+from textual.events import Click
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
 from npuwatch.widgets import format as fmt
@@ -32,22 +35,39 @@ def me() -> str:
         return ""
 
 
-class ProcessTable(DataTable):
-    """The process table; ``show`` re-renders from a snapshot's processes."""
+class ProcessTable(ScrollView, can_focus=True):
+    """The process table: a fixed header line over rows that scroll; ``show`` re-renders it.
+
+    Drawn with textual's line API from strips built once per sample.  (A ``DataTable``
+    re-rendered every cell each second, because %CPU and Elapsed change every second,
+    and that was the dashboard's largest cost.)  Clicking a column header sorts by it.
+    """
 
     def __init__(self) -> None:
-        super().__init__(id="processes", zebra_stripes=True, cursor_type="row")
+        super().__init__(id="processes")
         self.sort_index = 0
         self.filter_text = ""
         self.user = me()
         self.processes: Sequence[NpuProcess] = ()
         # The snapshot's time, so re-sorting or filtering a replay keeps the same Elapsed column.
         self.now_s: Optional[float] = None
+        self.rows: List[Tuple[Text, ...]] = []
+        self._strips: List[Strip] = []
+        self._header = Strip.blank(0)
+        self._drawn_width = -1
+        self._column_starts: List[int] = []
 
     def on_mount(self) -> None:
-        self._columns = self.add_columns(*COLUMNS)
-        self._row_keys: List[str] = []
         self._retitle()
+
+    @property
+    def row_count(self) -> int:
+        """How many rows are shown (after the filter)."""
+        return len(self.rows)
+
+    def get_row_at(self, index: int) -> List[str]:
+        """The cells of row ``index`` as plain text (for tests and screen readers)."""
+        return [cell.plain for cell in self.rows[index]]
 
     def show(self, processes: Sequence[NpuProcess], now_s: Optional[float] = None) -> None:
         """Rebuild the rows (a few dozen at most) from ``processes``."""
@@ -55,24 +75,19 @@ class ProcessTable(DataTable):
         if now_s is not None:
             self.now_s = now_s
         now = self.now_s if self.now_s is not None else time.time()
-        rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
-        keys = [f"{row[0].plain}/{row[1].plain}/{row[2].plain}" for row in rows]
-        if keys == self._row_keys:
-            # Same processes in the same order: changed cells cost a repaint, not a relayout.
-            for key, row in zip(keys, rows):
-                for column, cell in zip(self._columns, row):
-                    if self.get_cell(key, column) != cell:
-                        self.update_cell(key, column, cell)
-        else:
-            self.clear()
-            for key, row in zip(keys, rows):
-                self.add_row(*row, key=key)
-            self._row_keys = keys
+        self.rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
+        self.virtual_size = Size(self.size.width, len(self.rows) + 1)
+        self._drawn_width = -1
         self._retitle()
+        self.refresh()
 
     def next_sort(self) -> None:
         """Cycle to the next sort order."""
-        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.sort_by((self.sort_index + 1) % len(SORTS))
+
+    def sort_by(self, index: int) -> None:
+        """Sort by the order ``SORTS[index]``."""
+        self.sort_index = index
         self.show(self.processes)
 
     def set_filter(self, text: str) -> None:
@@ -85,6 +100,49 @@ class ProcessTable(DataTable):
         arrow = "▼" if descending else "▲"
         shown = f" · filter “{self.filter_text}”" if self.filter_text else ""
         self.border_title = f"Processes ({len(self.processes)}) · sort {name} {arrow}{shown}"
+
+    def _draw(self, width: int) -> None:
+        widths = [
+            max([len(COLUMNS[i]), *(len(row[i].plain) for row in self.rows)]) for i in range(len(COLUMNS))
+        ]
+        console = self.app.console
+        self._column_starts = []
+        header = Text(style="bold")
+        for i, name in enumerate(COLUMNS):
+            self._column_starts.append(len(header.plain))
+            header.append(
+                f" {name:<{widths[i]}} ", style="bold underline" if name == SORTS[self.sort_index][0] else ""
+            )
+        self._header = Strip(list(header.render(console, end=""))).adjust_cell_length(width)
+        self._strips = []
+        for row in self.rows:
+            line = Text()
+            for i, cell in enumerate(row):
+                line.append(" ")
+                line.append_text(cell)
+                line.append(" " * (widths[i] - len(cell.plain) + 1))
+            self._strips.append(Strip(list(line.render(console, end=""))).crop_extend(0, width, None))
+        self._drawn_width = width
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self._drawn_width != width:
+            self._draw(width)
+        if y == 0:
+            return self._header
+        index = y - 1 + self.scroll_offset.y
+        if 0 <= index < len(self._strips):
+            return self._strips[index]
+        return Strip.blank(width)
+
+    def on_click(self, event: Click) -> None:
+        if event.y != 0:
+            return
+        x = event.x + self.scroll_offset.x
+        column = max((i for i, start in enumerate(self._column_starts) if start <= x), default=0)
+        names = [name for name, _, _ in SORTS]
+        if COLUMNS[column] in names:
+            self.sort_by(names.index(COLUMNS[column]))
 
 
 def visible_rows(
