@@ -62,7 +62,7 @@ def main() -> int:
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     cpu_s = (after.user - before.user) + (after.system - before.system)
-    print(f"npuwatch dashboard benchmark · --demo {args.scenario} (16 chips) · 1 s interval · {elapsed:.0f} s")
+    print(f"npuwatch dashboard benchmark · --demo {args.scenario} · 1 s interval · {elapsed:.0f} s")
     print(f"{'measure':<40} {'value':>10}  target")
     print(f"{'CPU, % of one core (own process)':<40} {100 * cpu_s / elapsed:>9.2f}%  < 3%")
     print(f"{'RSS peak':<40} {rss_peak / 2**20:>8.1f} MB  < 120 MB")

@@ -25,7 +25,7 @@ class HostPanel(TextLines):
         self.redraw()
 
     def lines(self) -> List[Text]:
-        return host_lines(self.host, max(40, self.size.width)).split("\n")
+        return list(host_lines(self.host, max(40, self.size.width)).split("\n"))
 
 
 def host_lines(host: Optional[HostInfo], width: int) -> Text:

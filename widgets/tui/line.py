@@ -58,4 +58,4 @@ class Line(TextLines):
             self.redraw()
 
     def lines(self) -> List[Text]:
-        return self.text.split("\n")
+        return list(self.text.split("\n"))
