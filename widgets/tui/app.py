@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from typing import Dict, List, Optional, Protocol, Tuple
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.events import Resize
+from textual.message import Message
 from textual.widgets import Footer, Input, Static
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
@@ -120,17 +123,23 @@ class NpuwatchApp(App[None]):
         if self.paused or self._sampling_since is not None:
             return
         self._sampling_since = time.monotonic()
-        self._sample()
+        # A daemon thread, not a textual thread worker: those run in asyncio's default executor,
+        # which the event loop joins on exit, so `q` would wait for a hung npu-smi to time out
+        # (or forever for a sampler stuck in the kernel).  post_message is thread-safe.
+        threading.Thread(target=self._sample, name="npuwatch-sample", daemon=True).start()
 
-    @work(thread=True, exclusive=True, group="sample", exit_on_error=False)
     def _sample(self) -> None:
         started = time.monotonic()
         try:
             snapshot = self.sampler.sample()
         except Exception as exc:  # the sampler contains environment problems; this is a bug
-            self.post_message(SamplerFailed(f"{type(exc).__name__}: {exc}"))
+            self._post(SamplerFailed(f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(SnapshotReady(snapshot, time.monotonic() - started))
+        self._post(SnapshotReady(snapshot, time.monotonic() - started))
+
+    def _post(self, message: Message) -> None:
+        with contextlib.suppress(RuntimeError):  # the app quit while this sample ran: loop closed
+            self.post_message(message)
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._sampling_since = None

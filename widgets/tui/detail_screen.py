@@ -3,14 +3,16 @@ large graphs, and what ``npu-smi info -t board|usages|common|health`` reports, f
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -54,7 +56,8 @@ class DetailScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.show(self.snapshot)
-        self._fetch()
+        # A daemon thread, like the sampler's: quitting never waits for a hung npu-smi.
+        threading.Thread(target=self._fetch, name="npuwatch-details", daemon=True).start()
 
     def show(self, snapshot: Snapshot) -> None:
         """Re-render the live parts from a newer snapshot."""
@@ -70,22 +73,17 @@ class DetailScreen(Screen[None]):
         width = max(20, self.size.width - 22)
         self.query_one("#detail-graphs", Static).update(graphs(self.sampler, chip, width))
 
-    @work(thread=True, exclusive=True, group="details", exit_on_error=False)
     def _fetch(self) -> None:
         try:
-            details = self.sampler.chip_details(*self.key)
+            shown: RenderableType = npu_smi_tables(self.sampler.chip_details(*self.key))
         except Exception as exc:  # shown, never raised: the screen stays usable
-            self.app.call_from_thread(self._show_details_error, f"{type(exc).__name__}: {exc}")
-            return
-        self.app.call_from_thread(self._show_details, details)
+            shown = Text(f"npu-smi queries failed: {type(exc).__name__}: {exc}", style="red")
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile: its loop is gone
+            self.app.call_from_thread(self._show_details, shown)
 
-    def _show_details(self, details: Optional[ChipDetails]) -> None:
-        self.query_one("#detail-npu-smi", Static).update(npu_smi_tables(details))
-
-    def _show_details_error(self, error: str) -> None:
-        self.query_one("#detail-npu-smi", Static).update(
-            Text(f"npu-smi queries failed: {error}", style="red")
-        )
+    def _show_details(self, shown: RenderableType) -> None:
+        with contextlib.suppress(NoMatches):  # the user already went back
+            self.query_one("#detail-npu-smi", Static).update(shown)
 
 
 def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:

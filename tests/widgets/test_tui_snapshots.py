@@ -1,0 +1,98 @@
+"""Snapshot tests (pytest-textual-snapshot) of the dashboard's looks at 80×24 and 160×48.
+
+The data is fixed: demo scenarios sampled once with the simulator's clock frozen
+(``NPUWATCH_SIM_NOW``) and a fixed sampler clock, the host replaced by a constant, replayed by a
+fake sampler.  The time zone is UTC and the process user is fixed.  Regenerate the SVGs with
+``pytest tests/widgets/test_tui_snapshots.py --snapshot-update`` and look at them before
+committing.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+from typing import Callable, Tuple
+
+import pytest
+from textual.pilot import Pilot
+
+from npuwatch.model import Snapshot
+from npuwatch.widgets.tui.app import NpuwatchApp
+from npuwatch.widgets.tui.chips import ChipCard
+from npuwatch.widgets.tui.detail_screen import DetailScreen
+from tests.widgets.fakes import ME, FakeSampler, simulated_snapshots, wait_for
+
+SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
+#: History points per scenario: enough for the sparklines to show a shape.
+POINTS = 24
+
+
+@cache
+def demo_state(scenario: str) -> Tuple[Snapshot, ...]:
+    return tuple(simulated_snapshots(scenario, POINTS))
+
+
+@pytest.fixture(autouse=True)
+def _deterministic(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    monkeypatch.setattr("npuwatch.widgets.tui.processes.me", lambda: ME)
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def replay_app(scenario: str) -> NpuwatchApp:
+    """The dashboard replaying a scenario's last snapshot, with its history and settled alerts."""
+    snapshots = demo_state(scenario)
+    sampler = FakeSampler([snapshots[-1]], record_history=False, label=f"demo:{scenario}")
+    for snapshot in snapshots:
+        sampler.history.add(snapshot)
+    app = NpuwatchApp(sampler)
+    for snapshot in snapshots:  # the alerts' hysteresis has settled, as after a minute of watching
+        app.tracker.update(snapshot)
+    return app
+
+
+def settled(then: Callable[[Pilot], object] = lambda pilot: None) -> Callable[[Pilot], object]:
+    """A ``run_before`` that waits for the first sample to be on screen, then runs ``then``."""
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        assert await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.pause()
+        await pilot.pause()
+        result = then(pilot)
+        if result is not None:
+            await result  # type: ignore[misc]
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scenario", ["910b-training", "a3", "310p-duo", "chip-alarm"])
+def test_dashboard(snap_compare, scenario, size):
+    """The dashboard for a demo scenario: 910B training, A3 and 310P Duo groupings, an Alarm chip."""
+    assert snap_compare(replay_app(scenario), terminal_size=SIZES[size], run_before=settled())
+
+
+def test_help_screen(snap_compare):
+    assert snap_compare(replay_app("910b-training"), press=["question_mark"], run_before=settled())
+
+
+def test_detail_screen(snap_compare):
+    async def open_detail(pilot: Pilot) -> None:
+        app = pilot.app
+        app.query(ChipCard)[3].focus()
+        await pilot.press("enter")
+        # The npu-smi queries answer from a thread: wait for their (fake) answer.
+        assert await wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, DetailScreen)
+                and "not available" in str(app.screen.query_one("#detail-npu-smi").content)
+            ),
+        )
+        await pilot.pause()
+
+    assert snap_compare(replay_app("a3"), terminal_size=(160, 48), run_before=settled(open_detail))

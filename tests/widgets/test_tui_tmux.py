@@ -1,0 +1,181 @@
+"""End-to-end in a real terminal: tmux runs ``npuwatch --demo``, the test reads the screen and types.
+
+Each test gets a private tmux server (``tmux -L npuwatch-test-<pid>-<n>``, no user config) that
+is killed in teardown.  The program runs under ``sh -c '…; echo EXIT=$? > file'`` so its exit
+status survives the pane.  Screens are polled until the expected text appears (generous
+deadlines, never fixed sleeps); nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterator, List, Optional
+
+import pytest
+
+from tests.conftest import need
+
+NPUWATCH = Path(sys.executable).parent / "npuwatch"
+DEADLINE_S = 60.0
+_servers = itertools.count()
+
+
+class Terminal:
+    """One tmux session running one command, on its own tmux server."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.socket = f"npuwatch-test-{os.getpid()}-{next(_servers)}"
+        self.exit_file = workdir / "exit-status"
+        self.last_screen = ""
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=30,
+            env=terminal_environ(),
+        )
+
+    def start(self, argv: List[str], width: int, height: int) -> None:
+        program = " ".join(shlex.quote(word) for word in argv)
+        script = f"{program}; echo EXIT=$? > {shlex.quote(str(self.exit_file))}"
+        self.tmux("new-session", "-d", "-s", "main", "-x", str(width), "-y", str(height), "sh", "-c", script)
+        # No client ever attaches, so the window keeps the size it was created with.
+        shown = self.tmux("display-message", "-p", "-t", "main", "#{window_width}x#{window_height}")
+        assert shown.stdout.strip() == f"{width}x{height}"
+
+    def screen(self) -> str:
+        result = self.tmux("capture-pane", "-p", "-t", "main", check=False)
+        if result.returncode == 0:
+            self.last_screen = result.stdout
+        return self.last_screen
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "main", *keys)
+
+    def wait(self, condition: Callable[[str], bool], what: str) -> str:
+        """Poll the screen until ``condition(screen)`` holds; fail with the last screen if never."""
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if condition(screen):
+                return screen
+            if self.exit_status() is not None:
+                break
+            time.sleep(0.1)
+        pytest.fail(f"never saw {what}; exit {self.exit_status()}; last screen:\n{self.last_screen}")
+
+    def wait_text(self, text: str) -> str:
+        return self.wait(lambda screen: text in screen, repr(text))
+
+    def wait_gone(self, text: str) -> str:
+        return self.wait(lambda screen: text not in screen, f"{text!r} gone")
+
+    def exit_status(self) -> Optional[str]:
+        try:
+            return self.exit_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def wait_exit(self) -> str:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            status = self.exit_status()
+            if status is not None:
+                return status
+            time.sleep(0.1)
+        pytest.fail(f"the program did not exit; last screen:\n{self.screen()}")
+
+    def close(self) -> None:
+        self.tmux("kill-server", check=False)
+
+
+def terminal_environ() -> Dict[str, str]:
+    """The environment the tmux server (and so the program) starts with.
+
+    Without pytest's own variables: it exports COLUMNS=80 and LINES=24, which textual would
+    take as the terminal's size whatever the pane's real size is.
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("COLUMNS", "LINES", "TMUX", "TMUX_PANE", "NPUWATCH_SIM_NOW")
+        and not key.startswith(("PYTEST_", "TEXTUAL_"))
+    }
+    env.update(LANG="C.UTF-8", LC_ALL="C.UTF-8")
+    return env
+
+
+@pytest.fixture
+def terminal(tmp_path) -> Iterator[Terminal]:
+    need(shutil.which("tmux") is not None, "tmux is not installed")
+    assert NPUWATCH.exists(), f"the npuwatch console script is missing: {NPUWATCH}"
+    term = Terminal(tmp_path)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+def test_demo_detail_sort_help_and_quit(terminal, size):
+    width, height = size
+    terminal.start([str(NPUWATCH), "--demo"], width, height)
+    screen = terminal.wait(
+        lambda s: "demo:910b-training" in s and "Processes (" in s and "910B3" in s, "the dashboard"
+    )
+    assert "sort NPU ▲" in screen
+    assert "Traceback" not in screen
+    # Wide terminals draw each NPU as a titled card; 80 columns give one line per chip.
+    assert ("╭─ NPU 0 · 910B3" in screen) == (width >= 120)
+
+    terminal.keys("Tab")  # from the chip area to the first chip card
+    terminal.keys("Enter")
+    screen = terminal.wait_text("NPU 0 · chip 0 · 910B3")
+    assert "PCIe:" in screen or width < 100  # below the fold on small terminals
+    terminal.keys("Escape")
+    terminal.wait(lambda s: "Processes (" in s and "NPU 0 · chip 0 ·" not in s, "the dashboard again")
+
+    terminal.keys("s")
+    terminal.wait_text("sort NPU mem ▼")
+
+    terminal.keys("?")
+    terminal.wait_text("npuwatch keys")
+    terminal.keys("Escape")
+    terminal.wait_gone("npuwatch keys")
+
+    terminal.keys("q")
+    assert terminal.wait_exit() == "EXIT=0"
+
+
+@pytest.mark.slow
+def test_a3_demo_groups_chips_per_npu(terminal):
+    terminal.start([str(NPUWATCH), "--demo", "a3"], 200, 50)
+    screen = terminal.wait_text("NPU 3 · Ascend910 · 2 chips")
+    assert "NPU 0 · Ascend910 · 2 chips" in screen
+    assert "chip 1 phy 1" in screen
+    terminal.keys("q")
+    assert terminal.wait_exit() == "EXIT=0"
+
+
+@pytest.mark.slow
+def test_hung_npu_smi_stays_responsive_and_shows_the_timeout(terminal):
+    terminal.start([str(NPUWATCH), "--demo", "npu-smi-hang", "--timeout", "1"], 120, 40)
+    terminal.wait_text("npu-smi hung")
+    # Keys work while npu-smi hangs: help opens and closes.
+    terminal.keys("?")
+    terminal.wait_text("npuwatch keys")
+    terminal.keys("Escape")
+    terminal.wait_gone("npuwatch keys")
+    terminal.keys("q")
+    assert terminal.wait_exit() == "EXIT=0"
