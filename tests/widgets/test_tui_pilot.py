@@ -482,3 +482,16 @@ def _deadline(scenario: Scenario, seconds: float) -> Scenario:
         await asyncio.wait_for(scenario(app, pilot), seconds)
 
     return bounded
+
+
+def test_the_first_chip_has_the_focus_so_enter_opens_it():
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        await pilot.pause()
+        assert isinstance(app.focused, ChipCard)
+        assert app.focused.chip.identity.key == (0, 0)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen)
+        assert app.screen.key == (0, 0)
+
+    drive(FakeSampler([A3]), scenario)

@@ -54,6 +54,7 @@ class NpuwatchApp(App[None]):
 
     CSS_PATH = "npuwatch.tcss"
     TITLE = "npuwatch"
+    AUTO_FOCUS = None  # the first chip card takes the focus once it exists (see _render_chips)
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
@@ -87,7 +88,9 @@ class NpuwatchApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Line(id="header")
         yield Line(id="alerts")
-        yield VerticalScroll(id="chips")
+        chips = VerticalScroll(id="chips")
+        chips.can_focus = False  # Tab goes straight from card to card
+        yield chips
         yield HostPanel()
         yield ProcessTable()
         yield Input(placeholder="filter processes by user, command or PID", id="filter")
@@ -187,6 +190,8 @@ class NpuwatchApp(App[None]):
             if not groups:
                 area.mount(Static("No NPU chips could be read: see the alerts line.", classes="empty"))
             self.call_after_refresh(self._apply_layout, self.size.width)
+            if self.focused is None and groups:  # Enter opens the first chip until the user moves
+                self.call_after_refresh(self._groups[groups[0][0].identity.npu_id].cards[0].focus)
         for group in groups:
             self._groups[group[0].identity.npu_id].show(group)
 
