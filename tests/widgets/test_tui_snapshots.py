@@ -17,7 +17,7 @@ import pytest
 from textual.pilot import Pilot
 
 from npuwatch.model import Snapshot
-from npuwatch.widgets.tui.app import NpuwatchApp
+from npuwatch.widgets.tui.app import WIDE_MIN_COLUMNS, NpuwatchApp
 from npuwatch.widgets.tui.chips import ChipCard
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from tests.widgets.fakes import ME, FakeSampler, simulated_snapshots, wait_for
@@ -54,13 +54,28 @@ def replay_app(scenario: str) -> NpuwatchApp:
     return app
 
 
+def _laid_out(app: NpuwatchApp) -> bool:
+    """The grid/compact layout for the terminal's width is applied to every card."""
+    compact = app.size.width < WIDE_MIN_COLUMNS
+    cards = app.query(ChipCard)
+    return app.compact == compact and bool(cards) and all(c.has_class("compact") == compact for c in cards)
+
+
 def settled(then: Callable[[Pilot], object] = lambda pilot: None) -> Callable[[Pilot], object]:
     """A ``run_before`` that waits for the first sample to be on screen, then runs ``then``."""
 
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         assert await wait_for(pilot, lambda: app.snapshot is not None)
-        await pilot.pause()
+        # The first card takes the focus after the cards mount: wait for it, so a slow machine
+        # does not photograph the screen a moment earlier than a fast one.
+        assert await wait_for(pilot, lambda: isinstance(app.focused, ChipCard))
+        assert await wait_for(pilot, lambda: _laid_out(app))
+        # Let pending layout passes (scrollbars appearing once a table's size is known) finish:
+        # a loaded machine reaches them later than an idle one.
+        for _ in range(3):
+            await pilot.wait_for_scheduled_animations()
+            await pilot.pause(0.2)
         await pilot.pause()
         result = then(pilot)
         if result is not None:

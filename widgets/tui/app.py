@@ -12,6 +12,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import Footer, Input, Static
@@ -149,13 +150,19 @@ class NpuwatchApp(App[None]):
         self._updated_at = time.monotonic()
         self._last_took_s = message.took_s
         self._failure = None
-        self.show(message.snapshot)
+        try:
+            self.show(message.snapshot)
+        except NoMatches:  # a sample that lands while the app shuts down: its widgets are gone
+            return
         self._schedule_next(message.took_s)
 
     def on_sampler_failed(self, message: SamplerFailed) -> None:
         self._sampling_since = None
         self._failure = message.error
-        self._render_alerts()
+        try:
+            self._render_alerts()
+        except NoMatches:  # the app is shutting down
+            return
         self._schedule_next(0.0)
 
     def _schedule_next(self, took_s: float) -> None:
@@ -186,6 +193,9 @@ class NpuwatchApp(App[None]):
             self._groups = {
                 group[0].identity.npu_id: NpuGroup(group, self.sampler.history) for group in groups
             }
+            for group in self._groups.values():  # born in the current layout: no frame drawn wide first
+                for card in group.cards:
+                    card.set_class(self.compact, "compact")
             area.mount(*self._groups.values())
             if not groups:
                 area.mount(Static("No NPU chips could be read: see the alerts line.", classes="empty"))
