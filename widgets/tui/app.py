@@ -193,8 +193,8 @@ class NpuwatchApp(App[None]):
             self._groups = {
                 group[0].identity.npu_id: NpuGroup(group, self.sampler.history) for group in groups
             }
-            for group in self._groups.values():  # born in the current layout: no frame drawn wide first
-                for card in group.cards:
+            for box in self._groups.values():  # born in the current layout: no frame drawn wide first
+                for card in box.cards:
                     card.set_class(self.compact, "compact")
             area.mount(*self._groups.values())
             if not groups:
