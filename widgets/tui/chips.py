@@ -139,22 +139,22 @@ def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -
     util_line = _metric_line(
         label, util / 100 if util is not None else None, bar_w, fmt.percent(util), "green"
     )
-    util_line.append_text(render.spark(history.values(key, util_metric), spark_w, 100))
+    util_line.append_text(render.spark(history.values(key, util_metric, last=spark_w), spark_w, 100))
     mem_label, used, total, mem_metric = _memory(chip)
     share, pct = render.fraction(used, total)
     mem_text = f"{fmt.gib(used, 0)}/{fmt.gib(total, 0)}G" if share is not None else fmt.NA
     mem_line = _metric_line(mem_label, share, bar_w, mem_text, render.usage_style(pct))
-    mem_line.append_text(render.spark(history.values(key, mem_metric), spark_w, total))
+    mem_line.append_text(render.spark(history.values(key, mem_metric, last=spark_w), spark_w, total))
     rated = rated_power_w(chip.identity.name)
     power_share = chip.power_w / rated if rated and chip.power_w is not None else None
     power_line = _metric_line(
         "PWR", power_share, bar_w, fmt.watts(chip.power_w).replace(" W", "W"), "magenta"
     )
-    power_line.append_text(render.spark(history.values(key, "power_w"), spark_w, rated))
+    power_line.append_text(render.spark(history.values(key, "power_w", last=spark_w), spark_w, rated))
     temp_share = chip.temperature_c / 100 if chip.temperature_c is not None else None
     temp_style = render.temperature_style(chip.temperature_c) or "yellow"
     temp_line = _metric_line("TEMP", temp_share, bar_w, fmt.celsius(chip.temperature_c), temp_style)
-    temp_line.append_text(render.spark(history.values(key, "temperature_c"), spark_w, 100))
+    temp_line.append_text(render.spark(history.values(key, "temperature_c", last=spark_w), spark_w, 100))
     return [head, util_line, mem_line, power_line, temp_line]
 
 

@@ -142,7 +142,7 @@ def graphs(sampler: SamplerLike, chip: ChipSample, width: int) -> RenderableType
     """Large history graphs (4 rows each) for the metrics this chip reports."""
     parts: List[RenderableType] = []
     for label, metric, ceiling in GRAPHS:
-        values = sampler.history.values(chip.identity.key, metric)
+        values = sampler.history.values(chip.identity.key, metric, last=width)
         if not any(v is not None for v in values):
             continue
         top = ceiling or _ceiling(chip, metric, values)
