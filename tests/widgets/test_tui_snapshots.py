@@ -20,6 +20,7 @@ from npuwatch.model import Snapshot
 from npuwatch.widgets.tui.app import WIDE_MIN_COLUMNS, NpuwatchApp
 from npuwatch.widgets.tui.chips import ChipCard
 from npuwatch.widgets.tui.detail_screen import DetailScreen
+from npuwatch.widgets.tui.processes import ProcessTable
 from tests.widgets.fakes import ME, FakeSampler, simulated_snapshots, wait_for
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
@@ -76,6 +77,10 @@ def settled(then: Callable[[Pilot], object] = lambda pilot: None) -> Callable[[P
         for _ in range(3):
             await pilot.wait_for_scheduled_animations()
             await pilot.pause(0.2)
+        # The process table occasionally starts one line down (see the closing note of issue 3);
+        # photograph it at the top, where a user sees it.
+        app.query_one(ProcessTable).scroll_home(animate=False)
+        await pilot.pause(0.1)
         await pilot.pause()
         result = then(pilot)
         if result is not None:
