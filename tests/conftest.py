@@ -20,6 +20,9 @@ def need(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def capture_text(number: str) -> str:
-    """The text of the capture whose file name starts with ``number``."""
-    return next(CAPTURES.glob(f"{number}_*.txt")).read_text(errors="replace")
+def capture_text(name: str) -> str:
+    """The text of a capture, by its number (``"031"``) or its full file name."""
+    path = CAPTURES / name
+    if not path.exists():
+        (path,) = CAPTURES.glob(f"{name}_*.txt")
+    return path.read_text(encoding="utf-8", errors="replace")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import List, Optional
 
 from npuwatch.chip_state import STALE_AFTER_S
@@ -16,13 +15,7 @@ from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler
 from npuwatch.sources import SourceReading
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
-
-
-def capture(name: str) -> str:
-    return next(DATA.glob(f"{name}_*.txt")).read_text()
-
+from tests.conftest import capture_text as capture
 
 TIMEOUT = NpuSmiFailure(FailureKind.TIMEOUT, "npu-smi did not answer within 5.0 s", "check dmesg")
 

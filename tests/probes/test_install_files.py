@@ -27,17 +27,7 @@ from npuwatch.probes.install_files import (
     read_versions,
 )
 from npuwatch.probes.sysroot import Sysroot
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
-
-
-def capture(name: str) -> str:
-    """The text of a capture, by full file name or by its number (``"018"``)."""
-    path = DATA / name
-    if not path.exists():
-        (path,) = DATA.glob(f"{name}_*.txt")
-    return path.read_text(encoding="utf-8")
-
+from tests.conftest import capture_text as capture
 
 INSTALL_INFO = (
     "UserName=HwHiAiUser\n"

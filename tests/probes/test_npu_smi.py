@@ -11,12 +11,7 @@ from npuwatch.model import MetricStatus
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, classify, find_npu_smi
 from npuwatch.probes.runner import RunResult
 from npuwatch.probes.sysroot import Sysroot
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
-
-
-def capture(name: str) -> str:
-    return next(DATA.glob(f"{name}_*.txt")).read_text()
+from tests.conftest import capture_text as capture
 
 
 def result(stdout: str = "", stderr: str = "", exit_code: int = 0, timed_out: bool = False) -> RunResult:

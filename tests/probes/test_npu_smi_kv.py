@@ -7,8 +7,6 @@ source (see the module docstring) and the hiascend reference examples.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from npuwatch.model import Health
 from npuwatch.probes import npu_smi_kv as kv
 from npuwatch.probes import npu_smi_memory_reports as memory_reports
@@ -27,16 +25,7 @@ from npuwatch.probes.npu_smi_reports import (
     parse_usages,
 )
 from npuwatch.probes.values import to_float, to_int
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
-
-
-def capture(name: str) -> str:
-    """The text of a capture, by full file name or by its number (``"031"``)."""
-    path = DATA / name
-    if not path.exists():
-        (path,) = DATA.glob(f"{name}_*.txt")
-    return path.read_text(encoding="utf-8")
+from tests.conftest import capture_text as capture
 
 
 def tab(text: str) -> str:

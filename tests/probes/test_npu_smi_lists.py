@@ -7,20 +7,8 @@ Expected values were read by hand from the captures in ``tests/data/npu_smi/``; 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from npuwatch.probes.npu_smi_lists import parse_list, parse_mapping, parse_watch
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
-
-
-def capture(name: str) -> str:
-    """The text of a capture, by full file name or by its number (``"023"``)."""
-    path = DATA / name
-    if not path.exists():
-        (path,) = DATA.glob(f"{name}_*.txt")
-    return path.read_text(encoding="utf-8")
-
+from tests.conftest import capture_text as capture
 
 # ---------------------------------------------------------------- info -l
 
