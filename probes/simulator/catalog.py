@@ -140,12 +140,12 @@ def _scenarios() -> Dict[str, Scenario]:
         Scenario(
             "a3", "Atlas A3: 8 NPUs × 2 chips (16 chips, Phy-ID 0-15), chip 1 power `-`",
             Layout.A3, a3_chips, a3_pci, _training(a3_chips), lead_in_s=_LEAD_IN_S,
-            versions=Versions("24.1.rc3.3", "24.1.rc3.3", "7.5.0.3.220", "8.0.0"),
+            versions=Versions("24.1.rc3.3", "24.1.rc3.3", "7.5.0.3.220", "8.0.0", "2.1.0", "2.1.0.post10"),
         ),
         Scenario(
             "310p-duo", "two Atlas 300I Duo cards, NPU IDs 2 and 5, 4 chips serving inference",
             Layout.P310, duo_chips, duo_pci, _inference(duo_chips), lead_in_s=20.0,
-            versions=Versions("24.1.0.1", "24.1.0.1", "7.5.0.1.129", "8.0.0"),
+            versions=Versions("24.1.0.1", "24.1.0.1", "7.5.0.1.129", "8.0.0", "2.1.0", "2.1.0.post10"),
         ),
         Scenario(
             "no-driver", "PCI functions present but no driver bound, no /dev/davinci nodes",
@@ -174,17 +174,17 @@ def _scenarios() -> Dict[str, Scenario]:
         Scenario(
             "950", "8 × Ascend 950DT in the 116-column layout (NPU Util, Bus-Id NA)",
             Layout.A5, a5_chips, a5_pci, _training(a5_chips), lead_in_s=_LEAD_IN_S,
-            versions=Versions("25.6.0", "25.6.0", "7.8.0.2.212", "8.5.0"),
+            versions=Versions("25.6.0", "25.6.0", "7.8.0.2.212", "8.5.0", "2.8.0", "2.8.0.post2"),
         ),
         Scenario(
             "idle", "8 × 910B4 right after driver install: no processes, ~2.6 GB HBM baseline",
             Layout.A2, b4_chips, b4_pci,
-            versions=Versions("25.0.rc1.1", "25.0.rc1.1", "7.7.0.1.231", "8.1.RC1"),
+            versions=Versions("25.0.rc1.1", "25.0.rc1.1", "7.7.0.1.231", "8.1.RC1", "2.5.1", "2.5.1"),
         ),
         Scenario(
             "910b-wide", "8 × 910B3 on driver 26.x: 116-column table, `Process id in container`",
             Layout.A2_WIDE, a2_chips, a2_pci, _training(a2_chips), lead_in_s=_LEAD_IN_S,
-            versions=Versions("26.1.0", "26.1.0", "7.8.0.6.201", "8.5.0"),
+            versions=Versions("26.1.0", "26.1.0", "7.8.0.6.201", "8.5.0", "2.8.0", "2.8.0.post2"),
         ),
     ]  # fmt: skip
     return {s.name: s for s in found}

@@ -16,7 +16,8 @@ from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.probes.simulator.catalog import get_scenario, list_scenarios
 from npuwatch.probes.simulator.dynamics import process_cpu_percent
 from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
-from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario
+from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario, Versions
+from npuwatch.probes.soc import soc_from_device_id
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 
@@ -112,8 +113,39 @@ def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
     versions = scenario.versions
     builder.install_driver(versions.driver, firmware=versions.firmware)
     layout = "cann" if _release(versions.cann) >= (8, 5) else "toolkit"  # CANN 8.5 moved the tree
-    builder.install_cann(versions.cann, layout, sourced=True)
+    socs = {soc_from_device_id(pci.device_id) for pci in scenario.pci}
+    builder.install_cann(versions.cann, layout, sourced=True, kernel_socs=sorted(s for s in socs if s))
+    _install_python(builder, versions)
     return builder
+
+
+#: What CANN's operator compiler imports (runtime-and-doctor.md §10 row 8), as pip names.
+CANN_PYTHON_DEPS = (
+    ("decorator", "5.1.1", "decorator"),
+    ("sympy", "1.12", "sympy"),
+    ("cffi", "1.16.0", "cffi"),
+    ("protobuf", "4.25.3", "google.protobuf"),
+    ("attrs", "23.2.0", "attr"),
+    ("PyYAML", "6.0.1", "yaml"),
+    ("psutil", "5.9.8", "psutil"),
+    ("numpy", "1.26.4", "numpy"),
+    ("scipy", "1.12.0", "scipy"),
+    ("requests", "2.31.0", "requests"),
+    ("absl-py", "2.1.0", "absl"),
+)
+
+
+def _install_python(builder: SysrootBuilder, versions: Versions) -> None:
+    """The machine's Python: CANN's compiler dependencies and, when set, torch with torch_npu."""
+    for name, version, module in CANN_PYTHON_DEPS:
+        builder.install_python_package(name, version, modules=[module])
+    if versions.torch is not None:
+        builder.install_python_package(
+            "torch", versions.torch, modules=["torch"],
+            files={"torch/version.py": f"__version__ = '{versions.torch}'\ncuda = None\n"},
+        )  # fmt: skip
+    if versions.torch_npu is not None:
+        builder.install_python_package("torch_npu", versions.torch_npu, modules=["torch_npu"])
 
 
 class Simulation:

@@ -117,6 +117,10 @@ class Versions:
     driver: str = "24.1.rc2"
     firmware: str = "7.3.0.1.231"
     cann: str = "8.0.RC2"
+    #: The framework pair installed in the machine's Python (a tested pair for ``cann``,
+    #: runtime-and-doctor.md §8.1); ``None``: not installed.
+    torch: Optional[str] = "2.1.0"
+    torch_npu: Optional[str] = "2.1.0.post6"
 
 
 @dataclass(frozen=True)

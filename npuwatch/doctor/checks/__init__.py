@@ -1,0 +1,1 @@
+"""One module per doctor check; each defines ``CHECK`` (registered in npuwatch.doctor.registry)."""
