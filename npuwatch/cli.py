@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
@@ -71,8 +72,33 @@ def _shared_options() -> _Parser:
     return shared
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full command-line parser."""
+#: Sub-commands whose options live beside their code: (module, help, description).  Only the
+#: chosen command's module is imported, so `npuwatch check` does not load the doctor.
+_LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
+    "doctor": (
+        "npuwatch.doctor.command",
+        "find what is wrong with the Ascend environment and say how to fix it",
+        "Diagnose the machine from the PCI bus up: driver, device nodes, npu-smi, chip health, "
+        "CANN, libraries, versions, frameworks and container mounts. "
+        "Exit 0 all pass, 1 warnings, 2 failures.",
+    ),
+    "selftest": (
+        "npuwatch.selftest.command",
+        "prove the runtime works: init, memory, copies, a real kernel, events",
+        "Run the Ascend runtime on each chip in a child process with a hard timeout. "
+        "Exit 0 pass, 1 skipped or warnings, 2 fail.",
+    ),
+    "check": (
+        "npuwatch.check_command",
+        "a fast one-line health verdict for container HEALTHCHECKs and Kubernetes probes",
+        "Device nodes present, npu-smi answers, every chip OK, temperatures under the limit. "
+        "Exit 0 healthy, 1 unhealthy (never 2: Docker reserves it).",
+    ),
+}
+
+
+def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The full command-line parser; ``words`` (argv) says which lazy command needs its options."""
     shared = _shared_options()
     parser = _Parser(
         prog="npuwatch",
@@ -93,17 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
         "Exit 0, or 1 when no NPU could be read.",
     )
     snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
+    chosen = next((word for word in words if word in _LAZY_COMMANDS), None)
+    for name, (module, help_text, description) in _LAZY_COMMANDS.items():
+        sub = commands.add_parser(name, parents=[shared], help=help_text, description=description)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(sub)
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = build_parser()
     words = _demo_before_subcommand(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser(words)
     verbose = "--verbose" in words
     _exit_cleanly_on_termination()
     try:
         args = parser.parse_args(words)
+        if args.command in _LAZY_COMMANDS:
+            return _run_lazy(args)
         handler = _COMMANDS.get(args.command or "", _cmd_live)
         return handler(args)
     except UsageError as exc:
@@ -129,7 +162,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _demo_before_subcommand(words: List[str]) -> List[str]:
     """``npuwatch --demo snapshot``: a bare ``--demo`` must not swallow the sub-command as its scenario."""
     for i, word in enumerate(words[:-1]):
-        if word == "--demo" and words[i + 1] in _COMMANDS:
+        if word == "--demo" and (words[i + 1] in _COMMANDS or words[i + 1] in _LAZY_COMMANDS):
             return [*words[: i + 1], DEFAULT_SCENARIO, *words[i + 1 :]]
     return words
 
@@ -208,6 +241,21 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
         return 0
     print(f"npuwatch: {reason}", file=sys.stderr)
     return 1
+
+
+def _run_lazy(args: argparse.Namespace) -> int:
+    """Run a command whose module has ``run(args)``; its ``ValueError`` subclasses named
+    ``*UsageError`` become exit 64."""
+    module = importlib.import_module(_LAZY_COMMANDS[args.command][0])
+    demo = getattr(args, "demo", None)
+    if demo is not None:
+        _check_scenario(demo)
+    try:
+        return int(module.run(args))
+    except ValueError as exc:
+        if type(exc).__name__.endswith("UsageError"):
+            raise UsageError(str(exc)) from exc
+        raise
 
 
 def _cmd_live(args: argparse.Namespace) -> int:

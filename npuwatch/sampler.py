@@ -14,6 +14,7 @@ from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
+from npuwatch.polling_pause import is_paused
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
 from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
@@ -65,6 +66,7 @@ class Sampler:
         self._on_close = on_close
         self.details_fetcher = details
         self._lock = threading.Lock()
+        self._last: Optional[Snapshot] = None
         self._tracker = ChipTracker()
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
         self._links: Mapping[str, PcieLink] = {}
@@ -98,7 +100,12 @@ class Sampler:
     def sample(self) -> Snapshot:
         """Take one Snapshot now and add it to the History."""
         with self._lock:
+            if self._last is not None and is_paused():
+                # A self-test is timing copies: polling the driver now would skew it.  Show the
+                # last sample, marked, and leave a gap in the history.
+                return replace(self._last, warnings=(*self._last.warnings, PAUSED_WARNING))
             snapshot = self._sample_locked()
+            self._last = snapshot
             self.history.add(snapshot)
         return snapshot
 
@@ -200,6 +207,7 @@ class Sampler:
         )
 
 
+PAUSED_WARNING = "polling paused while `npuwatch selftest` measures; showing the last sample"
 _NO_HOST = "no host probe for this source (a replayed capture holds no host details)"
 
 

@@ -73,6 +73,11 @@ def run(
         timed_out = True
         _kill_group(proc)
         out, err = _drain(proc)
+    except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: never leave it running
+        _kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
+        raise
     return RunResult(
         argv=tuple(argv),
         exit_code=None if timed_out else proc.returncode,
@@ -101,7 +106,10 @@ def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
-        proc.wait()
+        # A process stuck in the kernel (a hung driver call) cannot die until the call returns:
+        # stop waiting rather than hang with it.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
         return b"", b""
 
 

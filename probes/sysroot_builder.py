@@ -72,7 +72,11 @@ Driver_Install_Status={status}
 """
 
 #: The driver userland (runtime-and-doctor.md §6.1): libascend_hal is what CANN loads first.
-DRIVER_LIBRARIES = ("lib64/driver/libascend_hal.so", "lib64/driver/libdrvdsmi_host.so", "lib64/common/libc_sec.so")
+DRIVER_LIBRARIES = (
+    "lib64/driver/libascend_hal.so",
+    "lib64/driver/libdrvdsmi_host.so",
+    "lib64/common/libc_sec.so",
+)
 
 #: The CANN libraries the doctor loads (§12 row 9).
 CANN_LIBRARIES = ("libascendcl.so", "libhccl.so", "libopapi.so", "libnnopbase.so")
@@ -459,7 +463,7 @@ class SysrootBuilder:
         """A shared library that really loads (a copy of this host's libm), or a ``broken`` one.
 
         A tree's libraries are opened with ``dlopen`` by the doctor like a live machine's; a
-        broken one is text, so the loader's own error ("invalid ELF header") is what is shown.
+        broken one is text, so the loader's own error (glibc: "file too short") is what is shown.
         """
         if broken:
             return self.write_file(machine_path, "not a shared library (simulated damage)\n", mode=0o755)

@@ -1,4 +1,4 @@
-"""Provides run_doctor(): runs checks in order, each in a thread with a timeout, and never lets one crash the report."""
+"""Provides run_doctor(): checks in order, each in a thread with a timeout; a crash never ends it."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def _call_with_timeout(check: Check, machine: Machine, timeout_s: float) -> Find
     def target() -> None:
         try:
             box.append(check.run(machine))
-        except Exception as exc:  # a crashing check becomes `error`; the report goes on
+        except BaseException as exc:
             box.append(_crashed(exc, machine.verbose))
 
     worker = threading.Thread(target=target, name=f"doctor-{check.id}", daemon=True)
@@ -119,7 +119,7 @@ def _call_with_timeout(check: Check, machine: Machine, timeout_s: float) -> Find
     return finding
 
 
-def _crashed(exc: Exception, verbose: bool) -> Finding:
+def _crashed(exc: BaseException, verbose: bool) -> Finding:
     details: Tuple[str, ...] = ()
     if verbose:
         details = tuple(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -68,7 +68,7 @@ class Machine:
         with lock:
             if key not in self._values:
                 self._values[key] = read()
-            return self._values[key]  # type: ignore[no-any-return]
+            return self._values[key]
 
     # ---------------------------------------------------------------- hardware and /dev
 

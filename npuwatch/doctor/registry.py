@@ -40,14 +40,12 @@ def all_checks() -> Tuple[Check, ...]:
     return tuple(checks)
 
 
-def select(checks: Tuple[Check, ...], only: Tuple[str, ...] = (), skip: Tuple[str, ...] = ()) -> Tuple[Check, ...]:
+def select(
+    checks: Tuple[Check, ...], only: Tuple[str, ...] = (), skip: Tuple[str, ...] = ()
+) -> Tuple[Check, ...]:
     """The checks ``--only``/``--skip`` leave; ``ValueError`` naming an unknown ID."""
     known = {check.id for check in checks}
     unknown = [name for name in (*only, *skip) if name not in known]
     if unknown:
-        raise ValueError(
-            f"unknown check ID {', '.join(unknown)}; `npuwatch doctor --list` shows them"
-        )
-    return tuple(
-        check for check in checks if (not only or check.id in only) and check.id not in skip
-    )
+        raise ValueError(f"unknown check ID {', '.join(unknown)}; `npuwatch doctor --list` shows them")
+    return tuple(check for check in checks if (not only or check.id in only) and check.id not in skip)

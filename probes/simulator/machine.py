@@ -111,7 +111,8 @@ def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
     else:
         builder.set_host_pid_namespace(scenario.host_pid_namespace)
     versions = scenario.versions
-    builder.install_driver(versions.driver, firmware=versions.firmware)
+    # The range real 25.x/26.x drivers accept reaches the 7.8 firmware of the newest scenarios.
+    builder.install_driver(versions.driver, firmware=versions.firmware, compatible_fw="[7.0.0,7.8.99]")
     layout = "cann" if _release(versions.cann) >= (8, 5) else "toolkit"  # CANN 8.5 moved the tree
     socs = {soc_from_device_id(pci.device_id) for pci in scenario.pci}
     builder.install_cann(versions.cann, layout, sourced=True, kernel_socs=sorted(s for s in socs if s))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import threading
 import time
 from dataclasses import replace
@@ -237,3 +239,31 @@ def test_stale_values_are_gaps_in_the_history(tmp_path):
 def test_history_covers_ten_minutes_at_short_intervals(tmp_path):
     sampler, _, _ = make(tmp_path, [good()], interval_s=0.2)
     assert sampler.history.capacity * 0.2 >= 600
+
+
+def test_sampler_pauses_polling_while_a_selftest_measures(tmp_path):
+    from npuwatch import polling_pause
+    from npuwatch.sampler import PAUSED_WARNING
+    from npuwatch.wiring import build_sampler
+
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    with build_sampler(demo="910b-training") as sampler:
+        first = sampler.sample()
+        calls = []
+        original = sampler.source.read
+        sampler.source.read = lambda: calls.append(1) or original()  # type: ignore[method-assign]
+        old = os.environ.get("XDG_RUNTIME_DIR")
+        os.environ["XDG_RUNTIME_DIR"] = str(tmp_path)
+        try:
+            with polling_pause.pause(30.0, environ=env):
+                paused = sampler.sample()
+            resumed = sampler.sample()
+        finally:
+            if old is None:
+                del os.environ["XDG_RUNTIME_DIR"]
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = old
+    assert PAUSED_WARNING in paused.warnings
+    assert paused.chips == first.chips
+    assert calls == [1]  # npu-smi was read only after the pause ended
+    assert PAUSED_WARNING not in resumed.warnings

@@ -39,7 +39,9 @@ class TestMachine:
         """Run one check's function directly (no engine) on a fresh Machine."""
         return check.run(self.machine(**options))  # type: ignore[arg-type]
 
-    def scripted_npu_smi(self, stdout: str = "", stderr: str = "", exit_code: int = 0, sleep_s: float = 0.0) -> Path:
+    def scripted_npu_smi(
+        self, stdout: str = "", stderr: str = "", exit_code: int = 0, sleep_s: float = 0.0
+    ) -> Path:
         """Replace npu-smi by a script that prints ``stdout``/``stderr`` and exits ``exit_code``."""
         out = self.builder.write_file("/usr/local/bin/npu-smi.stdout", stdout)
         err = self.builder.write_file("/usr/local/bin/npu-smi.stderr", stderr)

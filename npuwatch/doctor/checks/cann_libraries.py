@@ -1,0 +1,187 @@
+"""Check cann-libraries: CANN's core libraries are found on LD_LIBRARY_PATH and load (dlopen in a child).
+
+The libraries are those torch_npu and the self-test open first (runtime-and-doctor.md §12 row 9);
+the loader's own error text is kept, as users paste it into issues (§10 rows 1, 2, 5).  ATB
+(``libatb.so``, NNAL) is checked only where NNAL is installed or ``ATB_HOME_PATH`` is set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Dict, List, Optional, Tuple
+
+from npuwatch.doctor.checks.cann_env import source_advice
+from npuwatch.doctor.checks.cann_install import active_home, cann_arch, home_version, set_env_script
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
+from npuwatch.probes.install_files import DEFAULT_ASCEND_ROOT
+from npuwatch.probes.library_load import load_libraries
+
+#: What torch_npu and pyACL load first; libopapi/libnnopbase carry the aclnn operators (§2.1).
+CORE_LIBRARIES = ("libascendcl.so", "libhccl.so", "libopapi.so", "libnnopbase.so")
+ATB_LIBRARY = "libatb.so"
+NNAL_ATB = PurePosixPath(DEFAULT_ASCEND_ROOT) / "nnal" / "atb"
+
+Errors = Dict[str, Optional[str]]  # str(path) → None (loaded) or the loader's text
+
+#: All libraries share one budget inside the check's own 3 s (DESIGN §2.3).
+LOAD_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where one library was found: on LD_LIBRARY_PATH, only in the toolkit, or nowhere."""
+
+    name: str
+    path: Optional[Path]  # the real file in the tree (None: not found)
+    on_library_path: bool
+
+
+def locate(machine: Machine, name: str, fallbacks: Tuple[PurePosixPath, ...]) -> Located:
+    """``name`` on ``LD_LIBRARY_PATH`` (resolved under the root), else in one of ``fallbacks``."""
+    for folder in machine.sysroot.env_paths("LD_LIBRARY_PATH"):
+        candidate = folder / name
+        if candidate.is_file():
+            return Located(name, candidate, True)
+    for fallback in fallbacks:
+        candidate = machine.sysroot.path(fallback / name)
+        if candidate.is_file():
+            return Located(name, candidate, False)
+    return Located(name, None, False)
+
+
+def _shown(machine: Machine, path: Path) -> str:
+    if machine.sysroot.is_live:
+        return str(path)
+    try:
+        return "/" + path.relative_to(machine.sysroot.root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _load(machine: Machine, found: List[Located]) -> Errors:
+    paths = [str(item.path) for item in found if item.path is not None]
+    if not paths:
+        return {}
+    library_path = [str(p) for p in machine.sysroot.env_paths("LD_LIBRARY_PATH")]
+    # A library found outside LD_LIBRARY_PATH still needs its neighbours to load.
+    library_path += sorted({str(Path(p).parent) for p in paths} - set(library_path))
+    return load_libraries(paths, library_path, LOAD_TIMEOUT_S)
+
+
+def run(machine: Machine) -> Finding:
+    """Locate and load the core libraries (fail) and, where ATB is in use, libatb.so (warn)."""
+    home = active_home(machine)
+    if home is None:
+        return skipped("no CANN install found (see cann-install)")
+    core = [locate(machine, name, (home / "lib64",)) for name in CORE_LIBRARIES]
+    atb = _atb(machine)
+    everything = [*core, *([atb] if atb is not None else [])]
+    errors = _load(machine, everything)
+    details = []
+    for item in everything:
+        if item.path is None:
+            details.append(f"{item.name}: not found")
+            continue
+        where = "" if item.on_library_path else " (not on LD_LIBRARY_PATH)"
+        error = errors.get(str(item.path))
+        state = "loads" if error is None else f"does not load: {error}"
+        details.append(f"{item.name}: {_shown(machine, item.path)}{where} {state}")
+    core_finding = _core_verdict(machine, home, core, errors, details)
+    if core_finding is not None:
+        return core_finding
+    if atb is not None:
+        atb_finding = _atb_verdict(machine, atb, errors, details)
+        if atb_finding is not None:
+            return atb_finding
+    names = [name[: -len(".so")] for name in (*CORE_LIBRARIES, *([ATB_LIBRARY] if atb is not None else []))]
+    return passed(f"{', '.join(names)} load from LD_LIBRARY_PATH", details)
+
+
+def _core_verdict(
+    machine: Machine, home: PurePosixPath, core: List[Located], errors: Errors, details: List[str]
+) -> Optional[Finding]:
+    script = set_env_script(machine, home)
+    missing = [item.name for item in core if item.path is None]
+    if missing:
+        version = home_version(machine, home) or "<version>"
+        arch = cann_arch(machine, home)
+        return failed(
+            f"{', '.join(missing)} not found in {home}/lib64 or on LD_LIBRARY_PATH: the CANN runtime "
+            "is not (fully) installed",
+            f"reinstall the toolkit, which carries the runtime: `bash Ascend-cann-toolkit_{version}_linux-"
+            f"{arch}.run --full`, then {source_advice(script)}",
+            details,
+        )
+    hidden = [item.name for item in core if not item.on_library_path]
+    if hidden:
+        return failed(
+            f"{', '.join(hidden)} not on LD_LIBRARY_PATH (found in {home}/lib64): `import torch_npu` "
+            f"fails with `{hidden[0]}: cannot open shared object file` (ERR00008)",
+            source_advice(script),
+            details,
+        )
+    broken = [item for item in core if errors.get(str(item.path)) is not None]
+    if broken:
+        first = broken[0]
+        shown = _shown(machine, first.path) if first.path is not None else first.name
+        return failed(
+            f"{', '.join(item.name for item in broken)} do{'es' if len(broken) == 1 else ''} not load: "
+            f"{errors[str(first.path)]}",
+            "a library that is present but does not load is damaged or from another install: look for "
+            f"mixed CANN versions on LD_LIBRARY_PATH (cann-env), check `ldd {shown}"
+            " | grep 'not found'`, and reinstall the toolkit if the file itself is damaged",
+            details,
+        )
+    return None
+
+
+def _atb(machine: Machine) -> Optional[Located]:
+    """libatb.so, only where ATB is in use: NNAL installed or ATB_HOME_PATH set."""
+    atb_home = machine.environ.get("ATB_HOME_PATH")
+    if not atb_home and not machine.sysroot.exists(NNAL_ATB):
+        return None
+    fallbacks: List[PurePosixPath] = []
+    if atb_home:
+        fallbacks.append(PurePosixPath(atb_home) / "lib")
+    for abi in ("cxx_abi_1", "cxx_abi_0"):  # NNAL installs one build per C++ ABI
+        fallbacks.append(NNAL_ATB / "latest" / "atb" / abi / "lib")
+    return locate(machine, ATB_LIBRARY, tuple(fallbacks))
+
+
+def _atb_verdict(machine: Machine, atb: Located, errors: Errors, details: List[str]) -> Optional[Finding]:
+    script = NNAL_ATB / "set_env.sh"
+    if atb.path is None or not atb.on_library_path:
+        where = "is not installed" if atb.path is None else "is not on LD_LIBRARY_PATH"
+        unset = "" if machine.environ.get("ATB_HOME_PATH") else " ($ATB_HOME_PATH unset)"
+        hint = f"`source {script}` after CANN's set_env.sh (vllm-ascend, MindIE and MindSpeed need ATB)"
+        if atb.path is None:
+            hint = (
+                "install NNAL of the same version as CANN (`bash Ascend-cann-nnal_<version>_linux-"
+                f"<arch>.run --install`), then {hint}"
+            )
+        return warned(
+            f"{ATB_LIBRARY} {where}{unset}: ATB users fail with "
+            f"`{ATB_LIBRARY}: cannot open shared object file`",
+            hint,
+            details,
+        )
+    error = errors.get(str(atb.path))
+    if error is not None:
+        return warned(
+            f"{ATB_LIBRARY} does not load: {error}",
+            "ATB must match CANN and torch's C++ ABI: reinstall NNAL of the CANN version in use and "
+            f"`source {script}`",
+            details,
+        )
+    return None
+
+
+CHECK = Check(
+    id="cann-libraries",
+    group=Group.CANN,
+    title="CANN's libraries (libascendcl, libhccl, libopapi, libnnopbase; ATB where used) load",
+    run=run,
+    requires=("cann-install",),
+)

@@ -1,0 +1,202 @@
+"""Check hbm-held: no chip holds memory without a process, and no chip is busy with other users' jobs."""
+
+from __future__ import annotations
+
+import pwd
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from npuwatch.doctor.checks import device_permissions
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Check, Finding, Group, passed, skipped, warned
+from npuwatch.model import ChipSample, NpuProcess
+
+#: What the driver holds on an idle chip: ~2.6 GiB on 32 GiB 910B4 (capture 022), ~3.3 GiB on
+#: 64 GiB 910B/A3 (003, 093, 100), 4.7 GiB on 96 GiB 950DT (037) — under 1/16 of the total or
+#: 4 GiB.  Memory counts as held when it exceeds that allowance by 2 GiB more: the same rule as
+#: the live view's hbm-held alert (npuwatch/alerts.py AlertTracker), so both agree.
+IDLE_FLOOR_MIB = 4096
+IDLE_FRACTION = 1 / 16
+HELD_MIN_MIB = 2048
+
+
+@dataclass(frozen=True)
+class _Held:
+    chip: ChipSample
+    memory: str  # "HBM" or "memory"
+    used_mib: int
+    total_mib: int
+    idle_mib: int
+
+
+@dataclass(frozen=True)
+class _Owner:
+    uid: int
+    name: Optional[str]
+
+
+def idle_allowance_mib(total_mib: int) -> int:
+    """What an idle chip with ``total_mib`` of memory may hold: max(4 GiB, total / 16)."""
+    return int(max(IDLE_FLOOR_MIB, total_mib * IDLE_FRACTION))
+
+
+def _held(chip: ChipSample) -> Optional[_Held]:
+    name = (chip.identity.name or "").strip()
+    hbm = bool(chip.hbm_total_mib)
+    if not hbm and name.startswith("310B"):
+        return None  # an SoC's Memory-Usage is the board's RAM shared with Linux (039: 1797 of 3513 MiB idle)
+    used = chip.hbm_used_mib if hbm else chip.memory_used_mib
+    total = chip.hbm_total_mib if hbm else chip.memory_total_mib
+    if used is None or not total:
+        return None
+    idle = idle_allowance_mib(total)
+    if used - idle < HELD_MIN_MIB:
+        return None
+    return _Held(chip, "HBM" if hbm else "memory", used, total, idle)
+
+
+def _user_names(machine: Machine) -> Dict[int, str]:
+    names: Dict[int, str] = {}
+    for line in (machine.sysroot.read_text("/etc/passwd") or "").splitlines():
+        fields = line.split(":")
+        if len(fields) >= 3 and fields[2].isdigit():
+            names.setdefault(int(fields[2]), fields[0])
+    return names
+
+
+def _owner(machine: Machine, pid: int, names: Dict[int, str]) -> Optional[_Owner]:
+    """Who runs ``pid``, from ``/proc/<pid>/status`` (``None`` when it is not visible here)."""
+    text = machine.sysroot.read_text(f"/proc/{pid}/status", limit=16384)
+    for line in (text or "").splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            if len(fields) >= 2 and fields[1].isdigit():
+                uid = int(fields[1])
+                name = names.get(uid)
+                if name is None and machine.sysroot.is_live:
+                    try:
+                        name = pwd.getpwuid(uid).pw_name
+                    except KeyError:
+                        name = None
+                return _Owner(uid, name)
+    return None
+
+
+def _others(machine: Machine, processes: Sequence[NpuProcess]) -> List[Tuple[NpuProcess, _Owner]]:
+    """The processes of other users; only judged where this process sees the host's PIDs."""
+    if machine.container().host_pid_namespace is False:
+        return []  # npu-smi prints host PIDs: from inside a container they cannot be looked up
+    me = device_permissions.current_user().uid
+    names = _user_names(machine)
+    found = []
+    for process in processes:
+        owner = _owner(machine, process.pid, names)
+        if owner is not None and owner.uid != me:
+            found.append((process, owner))
+    return found
+
+
+def run(machine: Machine) -> Finding:
+    """Compare each chip's memory with its processes, and look up whose processes they are."""
+    table = machine.info_table()
+    if table is None or not table.chips:
+        return skipped("npu-smi gave no chip to read memory from (see npu-smi)")
+    if not table.process_table:
+        return skipped("this npu-smi output has no process table: held memory cannot be told from used")
+    by_chip: Dict[Tuple[int, int], List[NpuProcess]] = {}
+    for process in table.processes:
+        by_chip.setdefault((process.npu_id, process.chip_id), []).append(process)
+    idle_chips = [chip for chip in table.chips if not by_chip.get(chip.identity.key)]
+    held = [found for found in map(_held, idle_chips) if found is not None]
+    others = _others(machine, table.processes)
+    details = [_held_line(h) for h in held] + [_other_line(p, o) for p, o in others]
+    if machine.container().host_pid_namespace is False and table.processes:
+        details.append(
+            "whose processes these are cannot be told from inside a container (npu-smi prints host PIDs)"
+        )
+    if not held and not others:
+        busy = len(table.chips) - len(idle_chips)
+        return passed(
+            f"no memory held without a process; processes on {busy} of {len(table.chips)} chips", details
+        )
+    held_chips = {h.chip.identity.key for h in held}
+    free = [chip.identity.label for chip in idle_chips if chip.identity.key not in held_chips]
+    parts: List[str] = []
+    hints: List[str] = []
+    if held:
+        parts.append(_held_summary(held))
+        hints.append(_held_hint(machine, held))
+    if others:
+        parts.append(_others_summary(others))
+        hints.append(_others_hint(others, free))
+    return warned("; ".join(parts), "; ".join(hints), details)
+
+
+def _held_line(held: _Held) -> str:
+    return (
+        f"{held.chip.identity.label}: {held.used_mib} of {held.total_mib} MiB {held.memory} in use with no "
+        f"process (an idle chip holds at most ~{held.idle_mib} MiB)"
+    )
+
+
+def _held_summary(held: Sequence[_Held]) -> str:
+    if len(held) == 1:
+        h = held[0]
+        return f"{h.chip.identity.label} holds {h.used_mib} MiB of {h.memory} with no process"
+    chips = ", ".join(f"{h.chip.identity.label} ({h.used_mib} MiB)" for h in held)
+    return f"{len(held)} chips hold memory with no process: {chips}"
+
+
+def _held_hint(machine: Machine, held: Sequence[_Held]) -> str:
+    identity = held[0].chip.identity
+    elsewhere = (
+        " (from inside a container it may also be another container's process: "
+        "check `npu-smi info` on the host)"
+        if machine.container().in_container
+        else ""
+    )
+    return (
+        "leaked or zombie memory from a process that died without freeing it"
+        f"{elsewhere}: find the holder as root with `fuser -v /dev/davinci*` and stop it; if nothing "
+        "holds it, reset the chip as root: "
+        f"`npu-smi set -t reset -i {identity.npu_id} -c {identity.chip_id}` "
+        "(kills every process on the card), or reboot"
+    )
+
+
+def _other_line(process: NpuProcess, owner: _Owner) -> str:
+    who = owner.name or f"uid {owner.uid}"
+    memory = f", {process.npu_memory_mib} MiB" if process.npu_memory_mib is not None else ""
+    label = (
+        f"NPU {process.npu_id}" if process.chip_id == 0 else f"NPU {process.npu_id} chip {process.chip_id}"
+    )
+    return f"{label}: PID {process.pid} {process.name or ''} of {who}{memory}".replace("  ", " ")
+
+
+def _others_summary(others: Sequence[Tuple[NpuProcess, _Owner]]) -> str:
+    chips = sorted({(p.npu_id, p.chip_id) for p, _ in others})
+    users = sorted({o.name or f"uid {o.uid}" for _, o in others})
+    labels = ", ".join(f"NPU {n}" if c == 0 else f"NPU {n} chip {c}" for n, c in chips)
+    mib = sum(p.npu_memory_mib or 0 for p, _ in others)
+    return f"{labels} in use by other users ({', '.join(users)}; {mib} MiB held)"
+
+
+def _others_hint(others: Sequence[Tuple[NpuProcess, _Owner]], free: Sequence[str]) -> str:
+    pids = ",".join(str(p.pid) for p, _ in others[:8])
+    see = f"see them with `ps -o user,pid,etime,cmd -p {pids}`"
+    if not free:
+        return f"every NPU is in use: wait for those jobs or ask their owners ({see})"
+    return (
+        f"a job started here would compete with them for memory and cores: use the free NPUs "
+        f"({', '.join(free)}) through ASCEND_RT_VISIBLE_DEVICES, or wait for those jobs ({see})"
+    )
+
+
+CHECK = Check(
+    id="hbm-held",
+    group=Group.HARDWARE,
+    title="no chip holds memory without a process or is busy with other users' jobs",
+    run=run,
+    requires=("npu-smi",),
+    runs_npu_smi=True,  # reads the shared `npu-smi info`, which it runs itself under --only
+)

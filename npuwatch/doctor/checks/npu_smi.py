@@ -1,0 +1,144 @@
+"""Check npu-smi: npu-smi is found and answers ``npu-smi info`` in time; its DCMI errors explained."""
+
+from __future__ import annotations
+
+from typing import List
+
+from npuwatch.doctor.checks import device_permissions
+from npuwatch.doctor.checks.device_nodes import device_flags
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
+from npuwatch.probes.devices import MANAGER_NODES
+from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure, NpuSmiOutput
+
+_CONTAINER_NOT_FOUND_HINT = (
+    "mount npu-smi and what it loads from the host: -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi "
+    "-v /usr/local/dcmi:/usr/local/dcmi -v /usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64"
+)
+
+_HOST_NOT_FOUND_HINT = (
+    "npu-smi comes with the driver (/usr/local/bin/npu-smi or /usr/local/sbin/npu-smi): install the driver "
+    "package (`./Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full`), or point npuwatch at "
+    "another copy with --npu-smi PATH"
+)
+
+
+def _output_lines(failure: NpuSmiFailure) -> List[str]:
+    lines = [line.strip() for line in failure.output.splitlines() if line.strip()]
+    return [f"npu-smi printed: {line}" for line in lines[:4]]
+
+
+def run(machine: Machine) -> Finding:
+    """Run (or reuse) ``npu-smi info`` and explain what went wrong."""
+    path = machine.npu_smi_path
+    in_container = machine.container().in_container
+    if path is None:
+        where = "in this container" if in_container else "on this machine"
+        hint = _CONTAINER_NOT_FOUND_HINT if in_container else _HOST_NOT_FOUND_HINT
+        return failed(
+            f"npu-smi was not found {where}", hint, ["looked in /usr/local/bin, /usr/local/sbin and PATH"]
+        )
+    result = machine.npu_smi_info()
+    if isinstance(result, NpuSmiOutput):
+        return _answered(machine, result)
+    details = [f"npu-smi: {path}", *_output_lines(result)]
+    if result.exit_code is not None:
+        details.append(f"exit code {result.exit_code}")
+    return _explain(machine, result, details, in_container)
+
+
+def _answered(machine: Machine, output: NpuSmiOutput) -> Finding:
+    table = machine.info_table()
+    details = [f"npu-smi: {machine.npu_smi_path}", f"`npu-smi info` took {output.duration_s:.2f} s"]
+    if table is None or not table.chips:
+        warnings = list(table.warnings) if table is not None else []
+        return warned(
+            "npu-smi answered but listed no chip",
+            "run `npu-smi info` by hand; if it shows chips, save its output to a file and report it "
+            "with `npuwatch snapshot --replay FILE --json`",
+            details + warnings[:4],
+        )
+    version = table.npu_smi_version or "(version not printed)"
+    if table.driver_version:
+        details.append(f"driver version (npu-smi header): {table.driver_version}")
+    return passed(
+        f"npu-smi {version} answered in {output.duration_s:.1f} s, {len(table.chips)} chips", details
+    )
+
+
+def _explain(machine: Machine, failure: NpuSmiFailure, details: List[str], in_container: bool) -> Finding:
+    kind = failure.kind
+    if kind is FailureKind.TIMEOUT:
+        return failed(f"npu-smi did not answer within {machine.timeout_s:g} s", failure.hint, details)
+    if kind is FailureKind.NOT_FOUND:
+        hint = _CONTAINER_NOT_FOUND_HINT if in_container else _HOST_NOT_FOUND_HINT
+        return failed(failure.message, hint, details)
+    if kind is FailureKind.PERMISSION:
+        return _permission(failure, details)
+    if failure.dcmi_code == -8005:
+        return _inner_error(machine, failure, details, in_container)
+    if failure.dcmi_code == -8020:
+        return failed(
+            "npu-smi failed with DCMI error -8020: the device is held by another process or container",
+            "find the owner on the host with `npu-smi info` (process table) or, as root, `fuser -v "
+            "/dev/davinci*`; stop it, or give this job another NPU",
+            details,
+        )
+    return failed(failure.message, failure.hint, details)
+
+
+def _permission(failure: NpuSmiFailure, details: List[str]) -> Finding:
+    user = device_permissions.current_user()
+    if user.is_root:
+        return failed(failure.message, failure.hint, details)
+    # Some DCMI queries are root-only while the runtime works for HwHiAiUser members (§10 row 28).
+    return warned(
+        f"npu-smi is refused to {user.name or 'uid ' + str(user.uid)} (DCMI can be restricted to root); "
+        "jobs may still run",
+        "run the DCMI parts as root: `sudo npu-smi info`, `sudo npuwatch doctor`; for device access "
+        "join the group: `sudo usermod -aG HwHiAiUser $USER`, then log in again",
+        [*details, failure.message],
+    )
+
+
+def _inner_error(machine: Machine, failure: NpuSmiFailure, details: List[str], in_container: bool) -> Finding:
+    dev = machine.dev()
+    missing = [name for name in MANAGER_NODES if not dev.has(name)]
+    if missing:
+        nodes = ", ".join(f"/dev/{name}" for name in missing)
+        verb = "is" if len(missing) == 1 else "are"
+        summary = f"npu-smi failed with DCMI error -8005 because {nodes} {verb} missing"
+        if in_container:
+            hint = f"start the container with {device_flags(missing)} (or run it with --privileged)"
+        else:
+            hint = (
+                "the driver did not create its manager nodes: check `lsmod | grep drv_` and `dmesg | grep -i "
+                "devdrv`; reinstall the driver and reboot"
+            )
+        return failed(summary, hint, details)
+    if in_container:
+        return failed(
+            "npu-smi failed with DCMI error -8005 (the device nodes are present)",
+            "the driver libraries mounted into the container must be the host's own "
+            "(-v /usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64 "
+            "-v /usr/local/dcmi:/usr/local/dcmi), "
+            "and the NPU must not be held by another container: run `npu-smi info` on the host",
+            details,
+        )
+    return failed(
+        "npu-smi failed with DCMI error -8005 (DCMI internal error)",
+        "the driver's userland does not match its kernel module, or the device is held: check "
+        "`cat /usr/local/Ascend/driver/version.info` and `dmesg | grep -i devdrv`; "
+        "reinstall the driver and reboot",
+        details,
+    )
+
+
+CHECK = Check(
+    id="npu-smi",
+    group=Group.DRIVER,
+    title="npu-smi is found and answers within its timeout",
+    run=run,
+    needs_hardware=True,
+    runs_npu_smi=True,
+)

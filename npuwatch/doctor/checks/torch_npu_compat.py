@@ -1,0 +1,272 @@
+"""Check torch-npu-compat: torch, torch_npu, CANN and Python versions form a tested combination.
+
+Read from package metadata and ``torch/version.py`` only: nothing is imported (a mismatched
+torch_npu crashes its importer).  Failure modes: runtime-and-doctor.md §10 rows 6 (torch ≠
+torch_npu: ``undefined symbol``), 7 (torch_npu built for another CANN), 10 (a torch_npu source
+tree in the current directory), 30 (a CUDA torch beside torch_npu: ERR00007) and 32 (torch ≥
+2.5.1 imports torch_npu itself, so a broken torch_npu breaks ``import torch``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from npuwatch.doctor.checks.cann_env import Problem, combine
+from npuwatch.doctor.checks.cann_install import active_home, home_version, version_key, version_matches
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Check, Finding, Group, Status, skipped
+from npuwatch.probes.python_env import PythonEnv
+
+#: (CANN, ((torch_npu, torch), …)), newest first: Ascend/pytorch README / COMPATIBILITY.en.md
+#: as summarised in runtime-and-doctor.md §8.1.
+TORCH_NPU_MATRIX: Tuple[Tuple[str, Tuple[Tuple[str, str], ...]], ...] = (
+    ("9.1.0", (("2.12.0", "2.12.0"), ("2.11.0", "2.11.0"), ("2.10.0.post4", "2.10.0"),
+               ("2.9.0.post6", "2.9.0"), ("2.7.1.post8", "2.7.1"))),
+    ("9.0.0", (("2.9.0.post2", "2.9.0"), ("2.8.0.post4", "2.8.0"), ("2.7.1.post4", "2.7.1"))),
+    ("8.5.0", (("2.9.0", "2.9.0"), ("2.8.0.post2", "2.8.0"), ("2.7.1.post2", "2.7.1"),
+               ("2.6.0.post5", "2.6.0"))),
+    ("8.3.RC1", (("2.8.0", "2.8.0"), ("2.7.1", "2.7.1"), ("2.6.0.post3", "2.6.0"),
+                 ("2.1.0.post17", "2.1.0"))),
+    ("8.2.RC1", (("2.6.0", "2.6.0"), ("2.5.1.post1", "2.5.1"), ("2.1.0.post13", "2.1.0"))),
+    ("8.1.RC1", (("2.5.1", "2.5.1"), ("2.4.0.post4", "2.4.0"), ("2.3.1.post6", "2.3.1"),
+                 ("2.1.0.post12", "2.1.0"))),
+    ("8.0.0", (("2.4.0.post2", "2.4.0"), ("2.3.1.post4", "2.3.1"), ("2.1.0.post10", "2.1.0"))),
+    ("8.0.RC3", (("2.4.0", "2.4.0"), ("2.3.1.post2", "2.3.1"), ("2.1.0.post8", "2.1.0"))),
+    ("8.0.RC2", (("2.3.1", "2.3.1"), ("2.2.0.post2", "2.2.0"), ("2.1.0.post6", "2.1.0"),
+                 ("1.11.0.post14", "1.11.0"))),
+    ("8.0.RC1", (("2.2.0", "2.2.0"), ("2.1.0.post4", "2.1.0"))),
+    ("7.0.0", (("2.1.0", "2.1.0"), ("2.0.1.post1", "2.0.1"), ("1.11.0.post8", "1.11.0"))),
+)  # fmt: skip
+
+#: torch (major, minor) → supported Python (lowest, highest), runtime-and-doctor.md §8.1.
+PYTHON_FOR_TORCH = {
+    (2, 1): ((3, 8), (3, 11)),
+    (2, 3): ((3, 8), (3, 11)),
+    (2, 4): ((3, 8), (3, 11)),
+    (2, 5): ((3, 9), (3, 11)),
+    (2, 6): ((3, 9), (3, 11)),
+    (2, 7): ((3, 9), (3, 13)),
+    (2, 8): ((3, 9), (3, 13)),
+    (2, 9): ((3, 10), (3, 13)),
+    (2, 10): ((3, 10), (3, 13)),
+    (2, 11): ((3, 10), (3, 14)),
+    (2, 12): ((3, 10), (3, 14)),
+    (2, 13): ((3, 10), (3, 14)),
+}
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+_POST = re.compile(r"\.post\d+$", re.IGNORECASE)
+_CUDA_LINE = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
+
+
+def torch_base(version: str) -> str:
+    """``2.1.0+cu121`` → ``2.1.0``: the local tag dropped."""
+    return version.split("+", 1)[0]
+
+
+def torch_npu_base(version: str) -> str:
+    """``2.1.0.post6`` → ``2.1.0``: the torch release a torch_npu build is for."""
+    return _POST.sub("", torch_base(version))
+
+
+def cuda_build(env: PythonEnv, torch_version: str) -> Optional[str]:
+    """Why this torch is a CUDA build (``+cu121`` tag, or ``cuda = '12.1'`` in torch/version.py)."""
+    _, _, local = torch_version.partition("+")
+    if re.match(r"^cu\d+", local):
+        return f"its version is {torch_version}"
+    text = env.read_text("torch/version.py")
+    found = _CUDA_LINE.search(text or "")
+    if found:
+        return f"torch/version.py says cuda = '{found.group(1)}'"
+    return None
+
+
+def cann_pairs(cann: str) -> Optional[Tuple[Tuple[str, str], ...]]:
+    """The tested (torch_npu, torch) pairs for ``cann``, or ``None`` when the matrix lacks it."""
+    for line, pairs in TORCH_NPU_MATRIX:
+        if version_matches(cann, line):
+            return pairs
+    return None
+
+
+def canns_for(torch_npu: str) -> List[str]:
+    """The CANN versions a torch_npu build is listed for."""
+    return [line for line, pairs in TORCH_NPU_MATRIX if any(npu == torch_npu for npu, _ in pairs)]
+
+
+def torch_npu_for(torch: str, cann: Optional[str]) -> Optional[Tuple[str, str]]:
+    """(torch_npu to install for ``torch``, the CANN it is listed for): this CANN's first."""
+    rows = [
+        (line, pairs) for line, pairs in TORCH_NPU_MATRIX if cann is not None and version_matches(cann, line)
+    ]
+    rows += list(TORCH_NPU_MATRIX)
+    for line, pairs in rows:
+        for npu, paired in pairs:
+            if paired == torch:
+                return npu, line
+    return None
+
+
+def _autoload_note(machine: Machine, torch: str) -> str:
+    """§10 row 32: torch ≥ 2.5.1 imports torch_npu on `import torch` unless told not to."""
+    if (
+        version_key(torch) < version_key("2.5.1")
+        or machine.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD") == "0"
+    ):
+        return ""
+    return (
+        "; until then `import torch` fails too (torch ≥ 2.5.1 loads torch_npu itself): "
+        "`export TORCH_DEVICE_BACKEND_AUTOLOAD=0` to use torch without it meanwhile"
+    )
+
+
+def _mismatch(machine: Machine, torch: str, npu: str, cann: Optional[str]) -> Problem:
+    base = torch_base(torch)
+    fixes = []
+    pick = torch_npu_for(base, cann)
+    if pick is not None:
+        where = f"CANN {pick[1]}"
+        fixes.append(f"`pip install torch_npu=={pick[0]}` (the build for torch {base} on {where})")
+    fixes.append(f"keep torch_npu and `pip install torch=={torch_npu_base(npu)}`")
+    return Problem(
+        Status.FAIL,
+        f"torch {torch} and torch_npu {npu} do not match: `import torch_npu` fails with `undefined symbol`",
+        " or ".join(fixes) + _autoload_note(machine, base),
+    )
+
+
+def _cuda(machine: Machine, torch: str, why: str) -> Problem:
+    base = torch_base(torch)
+    return Problem(
+        Status.FAIL,
+        f"torch {torch} is a CUDA build ({why}): `import torch_npu` fails with ERR00007 `Two "
+        "accelerators cannot be used at the same time in PyTorch: npu and cuda`",
+        f"install the CPU build of the same torch: `pip uninstall -y torch && pip install torch=={base} "
+        f"--index-url {CPU_INDEX}`" + _autoload_note(machine, base),
+    )
+
+
+def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
+    if cann is None:
+        return []
+    base = torch_base(torch)
+    pairs = cann_pairs(cann)
+    if pairs is None:
+        listed = TORCH_NPU_MATRIX[0][0]
+        return [
+            Problem(
+                Status.WARN,
+                f"CANN {cann} is not in the torch_npu compatibility table: torch_npu {npu} on it is untested",
+                f"use a CANN listed for torch_npu {npu} ({', '.join(canns_for(npu)) or 'none'}), or check "
+                f"Ascend/pytorch's README for CANN {cann} (npuwatch's table ends at {listed})",
+            )
+        ]
+    if (npu, base) in pairs or (torch_base(npu), base) in pairs:
+        return []
+    elsewhere = canns_for(npu)
+    here = next((p for p, t in pairs if t == base), None)
+    fix = f"`pip install torch_npu=={here}` (the build for CANN {cann})" if here else ""
+    if not fix:
+        tested = ", ".join(f"torch {t} + torch_npu {p}" for p, t in pairs)
+        first_npu, first_torch = pairs[0]
+        command = f"pip install torch=={first_torch} torch_npu=={first_npu}"
+        fix = f"install a pair CANN {cann} lists ({tested}), e.g. `{command}`"
+    if elsewhere:
+        summary = (
+            f"torch_npu {npu} is built for CANN {', '.join(elsewhere)}, this machine has CANN {cann}: "
+            "untested (`undefined symbol` in CANN/ATB libraries is the usual sign)"
+        )
+        fix += f", or install CANN {elsewhere[0]}"
+    else:
+        summary = f"torch_npu {npu} is not in the compatibility table for CANN {cann}: untested"
+    return [Problem(Status.WARN, summary, fix)]
+
+
+def _python_range(env: PythonEnv, torch: str) -> List[Problem]:
+    parts = torch_base(torch).split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return []
+    supported = PYTHON_FOR_TORCH.get((int(parts[0]), int(parts[1])))
+    if supported is None:
+        return []
+    (low, high), have = supported, env.version
+    if low <= have <= high:
+        return []
+    span = f"{low[0]}.{low[1]}–{high[0]}.{high[1]}"
+    return [
+        Problem(
+            Status.WARN,
+            f"Python {env.version_text} is outside torch {torch_base(torch)}'s supported {span}: no "
+            "torch/torch_npu wheels exist for it",
+            f"use Python {span} (e.g. `conda create -n npu python={high[0]}.{high[1]}`), or a torch whose "
+            f"range includes {env.version_text}",
+        )
+    ]
+
+
+def _source_tree(machine: Machine) -> List[Problem]:
+    """§10 row 10: ``python`` started beside a torch_npu source tree imports that instead."""
+    if not machine.sysroot.is_live:
+        return []
+    try:
+        here = Path.cwd()
+        package = here / "torch_npu"
+        if not (package / "__init__.py").is_file() or any(package.glob("_C*.so")):
+            return []
+    except OSError:
+        return []
+    return [
+        Problem(
+            Status.WARN,
+            f"the current directory {here} holds a torch_npu source tree: Python started here imports it "
+            "and fails with `No module named 'torch_npu._C'`",
+            "run Python from another directory (`cd ~`), or build it in place with `python setup.py develop`",
+        )
+    ]
+
+
+def run(machine: Machine) -> Finding:
+    """Compare versions read from metadata; skip when torch or torch_npu is not installed."""
+    env = machine.python()
+    torch = env.distribution_version("torch")
+    npu = env.distribution_version("torch_npu")
+    if torch is None or npu is None:
+        missing = " and ".join(name for name, v in (("torch", torch), ("torch_npu", npu)) if v is None)
+        return skipped(
+            f"{missing} not installed in this Python ({env.version_text}, {env.version_source})",
+            [f"searched: {', '.join(env.display(p) for p in env.paths)}"],
+        )
+    home = active_home(machine)
+    cann = home_version(machine, home) if home is not None else None
+    details = [
+        f"torch {torch} in {env.display(env.distribution_location('torch') or Path())}",
+        f"torch_npu {npu} in {env.display(env.distribution_location('torch_npu') or Path())}",
+        f"CANN {cann} at {home}" if cann else "CANN: not found, so the CANN pairing is not checked",
+        f"Python {env.version_text} ({env.version_source})",
+    ]
+    problems: List[Problem] = []
+    why = cuda_build(env, torch)
+    if why is not None:
+        problems.append(_cuda(machine, torch, why))
+    if torch_npu_base(npu) != torch_base(torch):
+        problems.append(_mismatch(machine, torch, npu, cann))
+    else:
+        problems += _cann_pairing(torch, npu, cann)
+    problems += _python_range(env, torch)
+    problems += _source_tree(machine)
+    on = f" on CANN {cann}" if cann else ""
+    return combine(
+        problems,
+        f"torch {torch} + torch_npu {npu}{on}, Python {env.version_text}: tested together",
+        details,
+    )
+
+
+CHECK = Check(
+    id="torch-npu-compat",
+    group=Group.FRAMEWORKS,
+    title="torch, torch_npu, CANN and Python versions form a tested combination",
+    run=run,
+)

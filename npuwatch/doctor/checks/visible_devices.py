@@ -1,0 +1,347 @@
+"""Provides the visible-devices check: the device-selection variables against the chips present."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Check, Finding, Group, Status, failed, passed, warned
+
+RT_VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
+DOCKER_VISIBLE = "ASCEND_VISIBLE_DEVICES"
+DEVICE_ID = "ASCEND_DEVICE_ID"
+
+#: What CANN reads: IDs joined by commas, up to the first other character (envref_07_0028:
+#: "1, 2,3" reads only 1, the space stops it).
+_RT_READ = re.compile(r"[0-9]+(?:,[0-9]+)*")
+_NUMBER = re.compile(r"[0-9]+")
+#: What a user may have meant: IDs and ranges (``0-3``, Ascend Docker Runtime style), not ``-1``.
+_MEANT = re.compile(r"(-?)([0-9]+)(?:-([0-9]+))?")
+#: One item of ASCEND_VISIBLE_DEVICES: ``3``, ``0-2``, or a device plugin name ``Ascend910-3``.
+_DOCKER_ITEM = re.compile(r"^(?:Ascend[0-9A-Za-z]*-)?([0-9]{1,6})(?:-([0-9]{1,6}))?$")
+#: A range wider than this is a typo, not a machine (A3 racks have 16 chips per host).
+_MAX_RANGE = 1024
+_MAPPING_LINES = 16
+
+
+@dataclass(frozen=True)
+class RtVisible:
+    """``ASCEND_RT_VISIBLE_DEVICES`` as the runtime reads it, and what the user meant."""
+
+    read: Tuple[int, ...]  # the IDs before the first character other than digits and commas
+    ignored: str  # the text from that character on ("" when everything was read)
+    intended: Tuple[int, ...]  # every ID and range in the value, in order
+
+    @property
+    def stop(self) -> str:
+        """The character at which reading stopped (after the comma that led to it)."""
+        rest = self.ignored[1:] if self.ignored.startswith(",") and len(self.ignored) > 1 else self.ignored
+        return rest[:1]
+
+    @property
+    def drops_devices(self) -> bool:
+        """Whether IDs were written after the point where reading stops."""
+        return bool(_NUMBER.search(self.ignored))
+
+
+def parse_rt_visible(value: str) -> RtVisible:
+    """Read the value the way CANN does; never raises."""
+    match = _RT_READ.match(value)
+    text = match.group(0) if match else ""
+    return RtVisible(
+        read=tuple(int(item) for item in text.split(",") if item),
+        ignored=value[len(text) :],
+        intended=_meant(value),
+    )
+
+
+def _meant(value: str) -> Tuple[int, ...]:
+    found: List[int] = []
+    for match in _MEANT.finditer(value):
+        if match.group(1):  # "-1" hides devices on purpose (the CUDA idiom), it names none
+            continue
+        first = int(match.group(2))
+        last = int(match.group(3)) if match.group(3) else first
+        if last < first or last - first > _MAX_RANGE:
+            last = first
+        found.extend(range(first, last + 1))
+    return tuple(found)
+
+
+def parse_docker_visible(value: str) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
+    """``0-2,4`` → ((0, 1, 2, 4), ()); items it cannot read come back second."""
+    ids: List[int] = []
+    bad: List[str] = []
+    for item in value.split(","):
+        match = _DOCKER_ITEM.match(item.strip())
+        if match is None:
+            bad.append(item)
+            continue
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) else first
+        if last < first or last - first > _MAX_RANGE:
+            bad.append(item)
+            continue
+        ids.extend(n for n in range(first, last + 1) if n not in ids)
+    return tuple(ids), tuple(bad)
+
+
+@dataclass(frozen=True)
+class _Issue:
+    status: Status
+    summary: str
+    hint: str
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return ",".join(str(n) for n in ids)
+
+
+def _count(count: int) -> str:
+    return f"{count} device" if count == 1 else f"{count} devices"
+
+
+def _indices(count: int) -> str:
+    return "only 0" if count == 1 else f"0-{count - 1}"
+
+
+def _span(count: int) -> str:
+    return "logical ID 0" if count == 1 else f"logical IDs 0-{count - 1}"
+
+
+def _shown(name: str, value: str) -> str:
+    """``NAME=0,1``, quoted when the value holds anything else (``NAME="1, 2"``)."""
+    return f"{name}={value}" if re.fullmatch(r"[0-9,-]+", value) else f'{name}="{value}"'
+
+
+class _Devices:
+    """The chips this process can see: logical ID n is the n-th node of ``/dev``."""
+
+    def __init__(self, nodes: Sequence[str], physical: Sequence[int], in_container: bool) -> None:
+        self.nodes = tuple(nodes)  # "/dev/davinci4", in logical order
+        self.physical = tuple(physical)  # 4: the N of /dev/davinciN
+        self.in_container = in_container
+
+    @property
+    def count(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def all_ids(self) -> str:
+        return _ids(range(self.count))
+
+    def logical(self, number: int) -> Optional[int]:
+        """The logical ID of ``number`` read as a physical ID (a /dev/davinciN node), if any."""
+        return self.physical.index(number) if number in self.physical else None
+
+    def correct(self, intended: Sequence[int]) -> Tuple[int, ...]:
+        """Logical IDs the user most likely meant: physical IDs mapped, the rest in range."""
+        fixed: List[int] = []
+        for number in intended:
+            if number >= self.count:
+                mapped = self.logical(number)
+                if mapped is None:
+                    continue
+                number = mapped
+            if number not in fixed:
+                fixed.append(number)
+        return tuple(sorted(fixed)) or tuple(range(self.count))
+
+
+def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, ...]]:
+    """Problems of ASCEND_RT_VISIBLE_DEVICES, and the logical IDs the runtime ends up with."""
+    shown = _shown(RT_VISIBLE, value)
+    parsed = parse_rt_visible(value)
+    fix = f"export {RT_VISIBLE}={_ids(devices.correct(parsed.intended))}"
+    if not value.strip():
+        return [
+            _Issue(
+                Status.FAIL,
+                f"{RT_VISIBLE} is set but empty: every device is hidden (torch.npu.is_available() is False)",
+                f"`unset {RT_VISIBLE}` to see all {devices.count} devices, or "
+                f"`export {RT_VISIBLE}={devices.all_ids}`; under Ray or another launcher, have it assign "
+                'NPUs to this worker (Ray: `resources={"NPU": 1}`)',
+            )
+        ], ()
+    issues: List[_Issue] = []
+    effective: List[int] = []
+    out_of_range = [n for n in parsed.read if n >= devices.count]
+    for number in parsed.read:  # reading also stops at the first invalid or non-ascending ID
+        if number >= devices.count or (effective and number <= effective[-1]):
+            break
+        effective.append(number)
+    if out_of_range:
+        summary = (
+            f"{shown} names device {out_of_range[0]}, but only {_count(devices.count)} "
+            f"{'is' if devices.count == 1 else 'are'} visible here ({_span(devices.count)}): "
+            f"EE1001 'input data rang[0-{devices.count})' / 207004"
+        )
+        mapped = devices.logical(out_of_range[0])
+        if mapped is not None:
+            where = "in this container" if devices.in_container else "here"
+            summary += f"; {devices.nodes[mapped]} is logical device {mapped} {where}"
+        issues.append(_Issue(Status.FAIL, summary, f"`{fix}`"))
+    if not parsed.read:
+        issues.append(
+            _Issue(
+                Status.FAIL,
+                f"{shown} has no device ID before its first invalid character: every device is hidden",
+                f"`{fix}`",
+            )
+        )
+    elif parsed.drops_devices:
+        dropped = _ids(parsed.intended[len(parsed.read) :])
+        issues.append(
+            _Issue(
+                Status.WARN,
+                f"{shown}: the runtime stops reading at {parsed.stop!r}, so {dropped} "
+                f"{'are' if ',' in dropped else 'is'} silently dropped (it reads only {_ids(parsed.read)})",
+                f"`{fix}` (IDs separated by commas only)",
+            )
+        )
+    if len(set(parsed.read)) != len(parsed.read) or list(parsed.read) != sorted(parsed.read):
+        issues.append(
+            _Issue(
+                Status.WARN,
+                f"{shown} is not ascending and unique: the runtime reads only {_ids(effective) or 'none'}",
+                f"`{fix}`",
+            )
+        )
+    return issues, tuple(effective)
+
+
+def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> List[_Issue]:
+    shown = _shown(DOCKER_VISIBLE, value)
+    ids, bad = parse_docker_visible(value)
+    issues: List[_Issue] = []
+    if bad:
+        issues.append(
+            _Issue(
+                Status.WARN,
+                f"{shown} has items the Ascend Docker Runtime cannot read: {', '.join(repr(b) for b in bad)}",
+                f"use physical IDs and ranges only, e.g. `-e {DOCKER_VISIBLE}=0-2,4` at `docker run`",
+            )
+        )
+    if devices.in_container:
+        absent = [n for n in ids if n not in devices.physical]
+        if absent and not vnpu:  # vNPU containers get /dev/vdavinciN nodes instead
+            nodes = " ".join(f"--device /dev/davinci{n}" for n in absent)
+            issues.append(
+                _Issue(
+                    Status.FAIL,
+                    f"{shown} names /dev/davinci{absent[0]}, which is not in this container: the "
+                    "Ascend Docker Runtime reads it only when it starts a container",
+                    f"recreate the container with the Ascend Docker Runtime "
+                    f"(`docker run --runtime ascend -e {DOCKER_VISIBLE}={value.strip()} …`) or add `{nodes}`",
+                )
+            )
+    elif not rt_set and ids:
+        logical = [devices.logical(n) for n in ids]
+        fix = _ids(n for n in logical if n is not None) or devices.all_ids
+        issues.append(
+            _Issue(
+                Status.WARN,
+                f"{shown} does not limit this process: only the Ascend Docker Runtime reads it, "
+                "when it starts a container",
+                f"`export {RT_VISIBLE}={fix}` (logical IDs) to limit this process's devices",
+            )
+        )
+    return issues
+
+
+def _device_id_issue(value: str, devices: _Devices, rt_ids: Optional[Tuple[int, ...]]) -> Optional[_Issue]:
+    shown = _shown(DEVICE_ID, value)
+    count = devices.count if rt_ids is None else len(rt_ids)
+    text = value.strip()
+    if not text.isascii() or not text.isdigit():
+        return _Issue(Status.FAIL, f"{shown} is not a device ID", f"`export {DEVICE_ID}=0`")
+    number = int(text)
+    if number < count:
+        return None
+    fixed: Optional[int] = None
+    if rt_ids is not None and number in rt_ids:
+        fixed = rt_ids.index(number)  # with both set, ASCEND_DEVICE_ID is an index into the list
+    elif rt_ids is None:
+        fixed = devices.logical(number)  # a physical ID: its place among the nodes
+    scope = f"the {_count(count)} {RT_VISIBLE} leaves" if rt_ids is not None else f"{_count(count)} here"
+    return _Issue(
+        Status.FAIL,
+        f"{shown} is out of range: it is an index into {scope} ({_indices(count)})",
+        f"`export {DEVICE_ID}={0 if fixed is None or fixed >= count else fixed}`",
+    )
+
+
+def _mapping(devices: _Devices, visible: Sequence[int]) -> List[str]:
+    lines = [f"logical {new} → {devices.nodes[old]}" for new, old in enumerate(visible)]
+    if len(lines) > _MAPPING_LINES:
+        lines = [*lines[:_MAPPING_LINES], f"… and {len(lines) - _MAPPING_LINES} more"]
+    if devices.in_container:
+        lines.append("in a container, logical IDs count from 0 over the /dev/davinciN nodes present")
+    return lines
+
+
+def run(machine: Machine) -> Finding:
+    """Check the three device-selection variables against the chips of this machine."""
+    dev = machine.dev()
+    names = [f"/dev/davinci{n}" for n in dev.davinci_ids] + [f"/dev/vdavinci{n}" for n in dev.vdavinci_ids]
+    devices = _Devices(names, dev.davinci_ids + dev.vdavinci_ids, machine.container().in_container)
+    if devices.count == 0:
+        return Finding(Status.SKIP, "no /dev/davinciN node: there is no device to select")
+    environ = machine.environ
+    rt_value: Optional[str] = environ.get(RT_VISIBLE)
+    issues: List[_Issue] = []
+    details: List[str] = []
+    visible: Tuple[int, ...] = tuple(range(devices.count))
+    rt_ids: Optional[Tuple[int, ...]] = None
+    if rt_value is not None:
+        rt_issues, rt_ids = _rt_issues(rt_value, devices)
+        issues += rt_issues
+        visible = rt_ids
+        details.append(f"{_shown(RT_VISIBLE, rt_value)} (logical IDs, read by the CANN runtime)")
+    docker_value: Optional[str] = environ.get(DOCKER_VISIBLE)
+    if docker_value is not None:
+        details.append(f"{_shown(DOCKER_VISIBLE, docker_value)} (physical IDs, read at container start)")
+        issues += _docker_issues(docker_value, devices, rt_value is not None, bool(dev.vdavinci_ids))
+    device_id: Optional[str] = environ.get(DEVICE_ID)
+    if device_id is not None:
+        details.append(f"{_shown(DEVICE_ID, device_id)} (legacy single device)")
+        # With nothing left by ASCEND_RT_VISIBLE_DEVICES, that failure is the one to fix first.
+        issue = None if rt_ids == () else _device_id_issue(device_id, devices, rt_ids)
+        if issue is not None:
+            issues.append(issue)
+    details += _mapping(devices, visible)
+    if issues:
+        return _verdict(issues, details)
+    if rt_value is None:
+        summary = f"all {devices.count} devices visible ({RT_VISIBLE} unset)"
+    else:
+        summary = f"{_shown(RT_VISIBLE, rt_value)}: {len(visible)} of {devices.count} devices visible"
+    if device_id is not None:
+        summary += f", {DEVICE_ID}={device_id.strip()}"
+    return passed(summary, details)
+
+
+def _verdict(issues: Sequence[_Issue], details: List[str]) -> Finding:
+    worst = Status.FAIL if any(i.status is Status.FAIL for i in issues) else Status.WARN
+    ranked = sorted(issues, key=lambda i: i.status is not worst)  # stable: worst first, in order
+    hints: List[str] = []
+    for issue in ranked:
+        if issue.hint not in hints:
+            hints.append(issue.hint)
+    summary = ranked[0].summary
+    if len(ranked) > 1:
+        summary += f" (and {len(ranked) - 1} more)"
+    lines = [f"{i.status.value}: {i.summary}" for i in ranked] + details
+    maker = failed if worst is Status.FAIL else warned
+    return maker(summary, "; ".join(hints), lines)
+
+
+CHECK = Check(
+    id="visible-devices",
+    group=Group.FRAMEWORKS,
+    title=f"{RT_VISIBLE}, {DOCKER_VISIBLE} and {DEVICE_ID} name chips that exist",
+    run=run,
+    needs_hardware=True,
+)

@@ -1,0 +1,454 @@
+"""Provides check_health(): the one-line healthy/unhealthy verdict behind ``npuwatch check``.
+
+The verdict (DESIGN §6) asks, in order: are the device nodes there, does ``npu-smi info``
+answer within its timeout, is every visible chip ``OK`` and under its temperature limit, and —
+when asked — does a quick self-test pass on every chip.  The healthy path runs ``npu-smi``
+once; only a chip that is not ``OK`` costs a ``-t health`` query, for its error code.
+
+This module runs every few seconds in thousands of containers (Docker HEALTHCHECK, Kubernetes
+probes): it imports the probes it needs and nothing of the sampler, history or views.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Collection, Dict, List, Mapping, Optional, Tuple
+
+from npuwatch.alerts import default_temperature_limit_c
+from npuwatch.model import ChipSample, Health
+from npuwatch.probes.devices import DevNodes, scan_dev
+from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError, NpuSmiFailure, classify
+from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.runner import RunResult
+from npuwatch.probes.sysroot import Sysroot
+
+if TYPE_CHECKING:
+    from npuwatch.selftest import SelftestReport
+
+SCHEMA = "npuwatch/check/v1"
+
+#: How far above the dashboard's throttling limit the check turns unhealthy: the same 10 °C at
+#: which ``AlertTracker`` (its ``temperature_critical_over_c``) marks a temperature critical,
+#: so the dashboard's red and an unhealthy check agree (a test pins the two together).
+CRITICAL_OVER_C = 10.0
+
+#: The time all ``-t health`` queries (the error codes of chips that are not OK) may take
+#: together: the verdict is already "unhealthy", so it must not wait long for the details.
+HEALTH_QUERY_BUDGET_S = 2.0
+_LINE_PROBLEMS = 3  # problems named in the one-line verdict; the rest are counted
+
+_NODES_HINT = (
+    "in a container pass the devices: --device /dev/davinciN (one per chip) --device /dev/davinci_manager "
+    "--device /dev/devmm_svm --device /dev/hisi_hdc (or use the Ascend Docker Runtime); on the host "
+    "check that the driver is loaded (`lsmod | grep drv`) and run `npuwatch doctor`"
+)
+_ACCESS_HINT = (
+    "run as root or as a member of the HwHiAiUser group (`sudo usermod -aG HwHiAiUser $USER`; "
+    "in a container: --group-add with the group's GID)"
+)
+
+
+def default_max_temp_c(model_name: Optional[str]) -> float:
+    """The temperature (°C) above which ``check`` calls a chip npu-smi names ``model_name`` unhealthy.
+
+    The dashboard warns at ``alerts.default_temperature_limit_c`` (85 °C for the 910 family —
+    910A/910B/A3/950 — and 80 °C for the passively cooled 310 family), from where a chip risks
+    throttling; a chip can touch that under a long full load.  A health check that fails sends a
+    pod to restart or a node out of service, so it fails only where the dashboard turns critical:
+    10 °C higher, 95 °C for the 910 family and 90 °C for the 310 family.
+    """
+    return default_temperature_limit_c(model_name) + CRITICAL_OVER_C
+
+
+class Reason(enum.Enum):
+    """What a problem is about; stable words for ``--json``."""
+
+    CONFIG = "config"  # npuwatch's own options or environment variables
+    DEVICE_NODES = "device-nodes"
+    NPU_SMI = "npu-smi"
+    NO_CHIPS = "no-chips"
+    CHIP_MISSING = "chip-missing"  # an NPU asked for with --devices that npu-smi does not list
+    CHIP_HEALTH = "chip-health"
+    TEMPERATURE = "temperature"
+    SELFTEST = "selftest"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason the machine is unhealthy: a short message for the line, and what to do."""
+
+    reason: Reason
+    message: str
+    hint: str = ""
+    npu_id: Optional[int] = None
+    chip_id: Optional[int] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "reason": self.reason.value,
+            "message": self.message,
+            "hint": self.hint or None,
+            "npu_id": self.npu_id,
+            "chip_id": self.chip_id,
+        }
+
+
+@dataclass(frozen=True)
+class ChipCheck:
+    """One visible chip as the check judged it."""
+
+    npu_id: int
+    chip_id: int
+    name: Optional[str]
+    health: Health
+    temperature_c: Optional[int]
+    max_temp_c: float  # the limit it was judged against
+    error_codes: Tuple[str, ...] = ()  # from `npu-smi info -t health`, asked only when not OK
+
+    @property
+    def label(self) -> str:
+        """``NPU 3 chip 0``: always with the chip, so multi-chip cards read the same."""
+        return f"NPU {self.npu_id} chip {self.chip_id}"
+
+    @property
+    def too_hot(self) -> bool:
+        """Whether the chip is hotter than its limit (an unknown temperature is not judged)."""
+        return self.temperature_c is not None and self.temperature_c > self.max_temp_c
+
+    @property
+    def ok(self) -> bool:
+        """Health ``OK`` and not too hot."""
+        return self.health is Health.OK and not self.too_hot
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The ``--json`` form."""
+        return {
+            "npu_id": self.npu_id,
+            "chip_id": self.chip_id,
+            "name": self.name,
+            "health": self.health.value,
+            "temperature_c": self.temperature_c,
+            "max_temp_c": self.max_temp_c,
+            "error_codes": list(self.error_codes),
+            "ok": self.ok,
+        }
+
+
+@dataclass(frozen=True)
+class HealthVerdict:
+    """The check's answer: healthy or not, why, and the one line that says it."""
+
+    problems: Tuple[Problem, ...] = ()
+    chips: Tuple[ChipCheck, ...] = ()
+    source: str = "npu-smi"
+    selftest: Optional[Mapping[str, Any]] = None  # the self-test's npuwatch/selftest/v1 report when it ran
+    duration_s: Optional[float] = None
+    notes: Tuple[str, ...] = field(default=())  # parse warnings and the like, for --json
+
+    @property
+    def healthy(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+    @property
+    def exit_code(self) -> int:
+        """0 healthy, 1 unhealthy: never 2, which Docker reserves."""
+        return 0 if self.healthy else 1
+
+    @property
+    def chips_total(self) -> int:
+        """The chips judged (those ``--devices`` selects)."""
+        return len(self.chips)
+
+    @property
+    def chips_ok(self) -> int:
+        """The judged chips that are ``OK`` and under their temperature limit."""
+        return sum(1 for chip in self.chips if chip.ok)
+
+    @property
+    def max_temperature_c(self) -> Optional[int]:
+        """The hottest judged chip's temperature, when any is known."""
+        known = [chip.temperature_c for chip in self.chips if chip.temperature_c is not None]
+        return max(known) if known else None
+
+    @property
+    def line(self) -> str:
+        """``healthy: 8/8 chips OK, max 61 °C`` or ``unhealthy: NPU 3 chip 0 Alarm (80E01801) — 7/8 …``."""
+        facts: List[str] = []
+        if self.chips:
+            facts.append(f"{self.chips_ok}/{self.chips_total} chips OK")
+            hottest = self.max_temperature_c
+            if hottest is not None:
+                facts.append(f"max {hottest} °C")
+        if self.selftest is not None and self.healthy:
+            warned = self.selftest.get("status") == "warn"
+            facts.append("self-test passed with warnings" if warned else "self-test passed")
+        if self.healthy:
+            return "healthy: " + (", ".join(facts) or "no chip to check")
+        named = [p.message for p in self.problems[:_LINE_PROBLEMS]]
+        rest = len(self.problems) - len(named)
+        if rest:
+            named.append(f"+{rest} more")
+        return "unhealthy: " + "; ".join(named) + (f" — {', '.join(facts)}" if facts else "")
+
+    @property
+    def hint(self) -> Optional[str]:
+        """What to do about the first problem that says."""
+        return next((p.hint for p in self.problems if p.hint), None)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The ``--json`` document (schema ``npuwatch/check/v1``)."""
+        return {
+            "schema": SCHEMA,
+            "healthy": self.healthy,
+            "exit_code": self.exit_code,
+            "line": self.line,
+            "source": self.source,
+            "chips_ok": self.chips_ok,
+            "chips_total": self.chips_total,
+            "max_temperature_c": self.max_temperature_c,
+            "problems": [p.to_dict() for p in self.problems],
+            "chips": [c.to_dict() for c in self.chips],
+            "selftest": None if self.selftest is None else dict(self.selftest),
+            "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
+            "notes": list(self.notes),
+        }
+
+
+def check_health(
+    sysroot: Optional[Sysroot],
+    npu_smi: Optional[NpuSmi],
+    *,
+    devices: Optional[Collection[int]] = None,
+    max_temp_c: Optional[float] = None,
+    selftest: bool = False,
+    selftest_skip: Optional[str] = None,
+    capture: Optional[str] = None,
+    source: str = "npu-smi",
+) -> HealthVerdict:
+    """Judge the machine seen through ``sysroot`` and ``npu_smi``; never raises for its problems.
+
+    ``sysroot`` None skips the device nodes (a replayed capture has none); ``capture`` is an
+    ``npu-smi info`` text judged instead of running ``npu_smi``.  ``devices`` limits the chips to
+    these NPU IDs; ``max_temp_c`` replaces every chip's default limit (``default_max_temp_c``).
+    ``selftest`` runs a quick self-test once everything else is healthy (``selftest_skip``: why it
+    cannot run here, e.g. on a simulated machine).
+    """
+    started = time.monotonic()
+    problems: List[Problem] = []
+    notes: List[str] = []
+    nodes = scan_dev(sysroot) if sysroot is not None else None
+    table: Optional[InfoTable] = None
+    if capture is not None:
+        # A saved error text (`ret is -8005`) is explained as it would be live (sources.CaptureSource).
+        failure = classify(RunResult(("npu-smi", "info"), 0, capture, "", 0.0))
+        if failure is not None:
+            problems.append(_npu_smi_problem(failure))
+        else:
+            table = parse_info(capture)
+    else:
+        try:
+            table = parse_info((npu_smi or NpuSmi(None)).info().text)
+        except NpuSmiError as exc:
+            problems.append(_npu_smi_problem(exc.failure))
+    chips: Tuple[ChipCheck, ...] = ()
+    if table is not None:
+        notes.extend(table.warnings)
+        chosen = [c for c in table.chips if devices is None or c.identity.npu_id in devices]
+        chips = _judge_chips(chosen, max_temp_c, None if capture is not None else npu_smi)
+        problems.extend(_chip_problems(table, chips, devices))
+    if nodes is not None:
+        socs = {c.name or "" for c in chips}
+        problems[:0] = _node_problems(nodes, all(s.startswith("310B") for s in socs) and bool(socs))
+    summary: Optional[Mapping[str, Any]] = None
+    if selftest and not problems:
+        summary, failed = _run_selftest(sysroot, selftest_skip)
+        problems.extend(failed)
+    return HealthVerdict(
+        problems=tuple(problems),
+        chips=chips,
+        source=source,
+        selftest=summary,
+        duration_s=time.monotonic() - started,
+        notes=tuple(notes),
+    )
+
+
+def _npu_smi_problem(failure: NpuSmiFailure) -> Problem:
+    # DCMI messages read "npu-smi failed with DCMI error -8005 (INNER_ERR): <a long meaning>":
+    # the line keeps the clause before the colon, --json keeps all of it in the hint.
+    head, _, rest = failure.message.partition(": ")
+    short = head if len(failure.message) > 80 and len(head) >= 20 else failure.message
+    hint = failure.hint if short == failure.message else f"{rest}; {failure.hint}"
+    return Problem(Reason.NPU_SMI, short, hint)
+
+
+def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
+    if nodes.reason is not None:
+        return [Problem(Reason.DEVICE_NODES, nodes.reason, _NODES_HINT)]
+    found: List[Problem] = []
+    if not nodes.davinci_ids:
+        found.append(Problem(Reason.DEVICE_NODES, "no /dev/davinciN node", _NODES_HINT))
+    # devmm_svm does not exist on 310B SoC boards (probes/devices.py MANAGER_NODES).
+    missing = [n for n in nodes.missing_managers if not (soc_boards and n == "devmm_svm")]
+    absent = [n for n in missing if nodes.node(n) is None]
+    if absent:
+        names = ", ".join(f"/dev/{n}" for n in absent)
+        found.append(Problem(Reason.DEVICE_NODES, f"{names} missing", _NODES_HINT))
+    for name in missing:
+        node = nodes.node(name)
+        if node is not None:
+            found.append(Problem(Reason.DEVICE_NODES, f"{node.path} {node.problem}", _NODES_HINT))
+    locked = nodes.inaccessible
+    if locked:
+        first = locked[0]
+        owner = f"{first.owner or first.uid}:{first.group or first.gid} mode {first.mode_text}"
+        names = ", ".join(n.path for n in locked[:3]) + (" …" if len(locked) > 3 else "")
+        found.append(Problem(Reason.DEVICE_NODES, f"no read/write access to {names} ({owner})", _ACCESS_HINT))
+    return found
+
+
+def _judge_chips(
+    chips: List[ChipSample], max_temp_c: Optional[float], npu_smi: Optional[NpuSmi]
+) -> Tuple[ChipCheck, ...]:
+    judged = [
+        ChipCheck(
+            npu_id=c.identity.npu_id,
+            chip_id=c.identity.chip_id,
+            name=c.identity.name,
+            health=c.health,
+            temperature_c=c.temperature_c,
+            max_temp_c=default_max_temp_c(c.identity.name) if max_temp_c is None else max_temp_c,
+        )
+        for c in chips
+    ]
+    if npu_smi is None or npu_smi.path is None or all(c.health is Health.OK for c in judged):
+        return tuple(judged)  # the healthy path: no query, and the report parsers stay unloaded
+    return tuple(_with_error_codes(judged, npu_smi))
+
+
+def _with_error_codes(chips: List[ChipCheck], npu_smi: NpuSmi) -> List[ChipCheck]:
+    """Add each unhealthy chip's error codes from ``npu-smi info -t health -i N -c M``.
+
+    The queries share one budget (``HEALTH_QUERY_BUDGET_S``), so a check lasts at most the
+    ``npu-smi info`` timeout plus that budget: probe timeouts can be set from it.
+    """
+    from dataclasses import replace
+
+    from npuwatch.probes.npu_smi_reports import parse_health
+
+    deadline = time.monotonic() + min(npu_smi.timeout_s, HEALTH_QUERY_BUDGET_S)
+    out: List[ChipCheck] = []
+    for chip in chips:
+        left_s = deadline - time.monotonic()
+        if chip.health is not Health.OK and left_s > 0.05:
+            try:
+                text = NpuSmi(npu_smi.path, timeout_s=left_s).query("health", chip.npu_id, chip.chip_id).text
+            except NpuSmiError:
+                deadline = 0.0  # a driver that fails this query fails the next one too
+            else:
+                found = [h for h in parse_health(text).chips if h.chip_id in (chip.chip_id, None)]
+                chip = replace(chip, error_codes=next((h.error_codes for h in found if h.error_codes), ()))
+        out.append(chip)
+    return out
+
+
+def _chip_problems(
+    table: InfoTable, chips: Tuple[ChipCheck, ...], devices: Optional[Collection[int]]
+) -> List[Problem]:
+    found: List[Problem] = []
+    if not table.chips:
+        detail = f": {table.warnings[0]}" if table.warnings else ""
+        found.append(
+            Problem(
+                Reason.NO_CHIPS,
+                f"npu-smi info lists no chip{detail}",
+                "run `npu-smi info` by hand; then `npuwatch doctor`",
+            )
+        )
+    listed = {c.identity.npu_id for c in table.chips}
+    for npu_id in sorted(set(devices or ()) - listed):
+        shown = ",".join(str(n) for n in sorted(listed)) or "none"
+        found.append(
+            Problem(
+                Reason.CHIP_MISSING,
+                f"NPU {npu_id} not listed by npu-smi (it lists {shown})",
+                "check --devices against `npu-smi info -l`; in a container, pass that NPU's /dev/davinciN",
+                npu_id=npu_id,
+            )
+        )
+    for chip in chips:
+        if chip.health is not Health.OK:
+            state = "health unknown" if chip.health is Health.UNKNOWN else chip.health.value
+            codes = f" ({' '.join(chip.error_codes)})" if chip.error_codes else ""
+            query = f"`npu-smi info -t health -i {chip.npu_id} -c {chip.chip_id}`"
+            found.append(
+                Problem(
+                    Reason.CHIP_HEALTH,
+                    f"{chip.label} {state}{codes}",
+                    f"{query} explains the error code; check `dmesg` and move jobs off this chip",
+                    chip.npu_id,
+                    chip.chip_id,
+                )
+            )
+        if chip.too_hot:
+            found.append(
+                Problem(
+                    Reason.TEMPERATURE,
+                    f"{chip.label} {chip.temperature_c} °C (limit {chip.max_temp_c:g} °C)",
+                    "check this slot's fans and airflow and the server's inlet temperature",
+                    chip.npu_id,
+                    chip.chip_id,
+                )
+            )
+    return found
+
+
+def _run_selftest(
+    sysroot: Optional[Sysroot], skip_reason: Optional[str]
+) -> Tuple[Mapping[str, Any], List[Problem]]:
+    """The quick self-test on every device the runtime sees, imported only here (it is the slow part).
+
+    Its devices are the runtime's logical IDs, not npu-smi's NPU IDs, so ``--devices`` does not
+    narrow it: ``ASCEND_RT_VISIBLE_DEVICES``, which the self-test's child inherits, does.  Only a
+    pass (or a pass with warnings) is healthy: a skipped self-test proved nothing that was asked.
+    """
+    if skip_reason is not None:
+        summary = {"status": "skip", "exit_code": 1, "summary": skip_reason}
+        return summary, [Problem(Reason.SELFTEST, f"self-test skipped: {_clip(skip_reason)}", skip_reason)]
+    from npuwatch.selftest import run_selftest
+
+    report = run_selftest(
+        devices="all",
+        level="quick",
+        environ=None if sysroot is None else sysroot.environ,
+        sysroot=sysroot,
+    )
+    summary = report.to_dict()
+    status = report.status.value
+    if status in ("pass", "warn"):
+        return summary, []
+    verb = {"fail": "failed", "skip": "skipped", "error": "could not run"}.get(status, status)
+    finding = _first_finding(report, status)
+    hint = f"{finding}; `npuwatch selftest` shows every step and its fix"
+    return summary, [Problem(Reason.SELFTEST, f"self-test {verb}: {_clip(finding)}", hint)]
+
+
+def _first_finding(report: SelftestReport, status: str) -> str:
+    """``device 0 copy H2D: acl.rt.memcpy_async(kind=1) returned 507033``: the first step with ``status``."""
+    for run in report.runs:
+        where = "" if run.device is None else f"device {run.device} "
+        for step in run.steps:
+            if step.status.value == status:
+                return f"{where}{step.step.title}: {step.detail}"
+        if run.problem and run.status.value == status:
+            return f"{where}{run.problem}"
+    return str(report.summary)
+
+
+def _clip(text: str, width: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,1 @@
+"""The runtime self-test's backends (pyACL, torch_npu) and the child process that runs them."""
