@@ -22,15 +22,13 @@ Command = Union[List[str], str]  # an exec argv, or a line for /bin/sh
 
 
 def section() -> str:
-    """The section's text: from README.md, or docs/health-checks.md until it is merged there."""
-    for path in (REPO / "README.md", REPO / "docs" / "health-checks.md"):
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-        start = text.find(HEADING + "\n")
-        if start >= 0:
-            rest = text[start + len(HEADING) :]
-            end = re.search(r"^## ", rest, re.MULTILINE)
-            return rest[: end.start()] if end else rest
-    raise AssertionError(f"no section {HEADING!r} in README.md or docs/health-checks.md")
+    """The section's text, up to the next ``## `` heading of README.md."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.find(HEADING + "\n")
+    assert start >= 0, f"no section {HEADING!r} in README.md"
+    rest = text[start + len(HEADING) :]
+    end = re.search(r"^## ", rest, re.MULTILINE)
+    return rest[: end.start()] if end else rest
 
 
 def fenced_blocks(text: str) -> List[Tuple[str, str]]:
