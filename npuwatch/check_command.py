@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Mapping, Optional, TextIO, Union
 
 from npuwatch.health import CRITICAL_OVER_C, HealthVerdict, Problem, Reason, check_health
+from npuwatch.option_values import env_seconds
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
 
@@ -74,7 +75,7 @@ def evaluate(args: argparse.Namespace, environ: Mapping[str, str]) -> HealthVerd
     timeout_s: Optional[float] = getattr(args, "timeout", None)
     if timeout_s is None:
         try:
-            timeout_s = _env_seconds(environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+            timeout_s = env_seconds(environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
         except ValueError as exc:
             return _config_verdict(str(exc), "unset it or give seconds, e.g. NPUWATCH_TIMEOUT=5")
     demo: Optional[str] = getattr(args, "demo", None)
@@ -180,17 +181,4 @@ def _celsius(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected degrees Celsius, got {text!r}") from None
     if not -50.0 < value < 200.0:
         raise argparse.ArgumentTypeError(f"expected degrees Celsius between -50 and 200, got {text!r}")
-    return value
-
-
-def _env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
-    text = environ.get(name)
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"{name}={text!r} must be more than 0 seconds")
     return value

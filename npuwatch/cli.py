@@ -11,6 +11,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
+from npuwatch.option_values import seconds
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
@@ -39,21 +40,11 @@ def _devices(text: str) -> List[int]:
     return ids
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text!r}")
-    return value
-
-
 def _shared_options() -> _Parser:
     """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
     shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
     group = shared.add_argument_group("data source")
-    group.add_argument("--interval", type=_seconds, metavar="S", help="seconds between samples (default 1.0)")
+    group.add_argument("--interval", type=seconds, metavar="S", help="seconds between samples (default 1.0)")
     group.add_argument(
         "--demo",
         nargs="?",
@@ -67,7 +58,7 @@ def _shared_options() -> _Parser:
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
     group.add_argument("--devices", type=_devices, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
-    group.add_argument("--timeout", type=_seconds, metavar="S", help="limit for one npu-smi call (default 5)")
+    group.add_argument("--timeout", type=seconds, metavar="S", help="limit for one npu-smi call (default 5)")
     group.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
     return shared
 

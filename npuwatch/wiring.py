@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
 from npuwatch.chip_details import fetch_chip_details
+from npuwatch.option_values import env_seconds
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.host import HostProbe, ProcessLookup
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
@@ -33,8 +34,8 @@ def build_sampler(
     sampler is closed; ``replay`` parses a saved ``npu-smi info`` text as the live path would.
     """
     env = os.environ if environ is None else environ
-    timeout = timeout_s if timeout_s is not None else _env_float(env, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
-    interval = interval_s if interval_s is not None else _env_float(env, "NPUWATCH_INTERVAL", 1.0)
+    timeout = timeout_s if timeout_s is not None else env_seconds(env, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+    interval = interval_s if interval_s is not None else env_seconds(env, "NPUWATCH_INTERVAL", 1.0)
     wanted = None if devices is None else frozenset(devices)
     if demo is not None:
         return _demo_sampler(demo, timeout, interval, wanted, host)
@@ -92,16 +93,3 @@ def _host_probe(sysroot: Sysroot, lookup: Optional[ProcessLookup] = None) -> Hos
         in_container=container.in_container,
         host_pid_namespace=container.host_pid_namespace,
     )
-
-
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    text = env.get(name)
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"{name}={text!r} must be more than 0 seconds")
-    return value

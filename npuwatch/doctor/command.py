@@ -14,6 +14,7 @@ from npuwatch.doctor.engine import DoctorReport, run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.registry import all_checks, select
 from npuwatch.doctor.result import CheckResult
+from npuwatch.option_values import env_seconds
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
 
@@ -100,14 +101,10 @@ def _machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> Tuple
 
 
 def _env_timeout() -> float:
-    text = os.environ.get("NPUWATCH_TIMEOUT")
     try:
-        value = float(text) if text else DEFAULT_TIMEOUT_S
-    except ValueError:
-        raise DoctorUsageError(f"NPUWATCH_TIMEOUT={text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise DoctorUsageError(f"NPUWATCH_TIMEOUT={text!r} must be more than 0 seconds")
-    return value
+        return env_seconds(os.environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+    except ValueError as exc:
+        raise DoctorUsageError(str(exc)) from None
 
 
 def _render(report: DoctorReport, about: Dict[str, Any], verbose: bool) -> str:

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any, Dict, List, Union
 
+from npuwatch.option_values import seconds
 from npuwatch.selftest.orchestrate import DEFAULT_TIMEOUT_S, SelftestUsageError, run_selftest
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepResult
 
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-per-device",
         dest="timeout_per_device",
-        type=_positive_seconds,
+        type=seconds,
         metavar="S",
         help=f"kill a device's self-test after S s (default {DEFAULT_TIMEOUT_S[_level('quick')]:g} quick, "
         f"{DEFAULT_TIMEOUT_S[_level('full')]:g} full)",
@@ -63,16 +64,6 @@ def _device(text: str) -> Union[str, List[int]]:
     if not ids or any(i < 0 for i in ids):
         raise argparse.ArgumentTypeError(f"expected a device ID like 0 (or 0,1) or all, got {text!r}")
     return ids
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,10 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
         "import npuwatch.wiring, npuwatch.availability",
         "import npuwatch.widgets.text, npuwatch.widgets.format",
         "import npuwatch.cli",
+        "import npuwatch.doctor.command, npuwatch.doctor.report_json, npuwatch.widgets.doctor_text",
+        "from npuwatch.doctor.registry import all_checks; all_checks()",
+        "import npuwatch.selftest, npuwatch.selftest.command, npuwatch.probes.runtime.child",
+        "import npuwatch.health, npuwatch.check_command, npuwatch.polling_pause",
     ],
 )
 def test_headless_modules_load_no_ui_library(statement):
