@@ -238,7 +238,7 @@ def combine(problems: Sequence[Problem], passing: str, details: Sequence[str]) -
     )
     hints: List[str] = []
     for problem in ordered:
-        if problem.hint not in hints:
+        if not any(problem.hint in hint for hint in hints):  # a hint another already says
             hints.append(problem.hint)
     lines = [*details]
     for problem in ordered:
@@ -260,9 +260,10 @@ def run(machine: Machine) -> Finding:
     problems = _folder_problems(machine, script)
     if not any(machine.environ.get(name) for name in FOLDER_VARIABLES):
         return combine(problems, "", details)  # nothing sourced: the path checks would only repeat it
+    # Another install's folders on the paths is the cause when this one's are missing: lead with it.
+    problems += _mixed_homes(machine, home, script)
     problems += _library_path_problems(machine, home, script)
     problems += _python_path_problem(machine, home, script)
-    problems += _mixed_homes(machine, home, script)
     problems += _stub_problems(machine, home)
     version = home_version(machine, home) or "(version unknown)"
     return combine(problems, f"CANN {version} environment is sourced ({script})", details)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import List
+import os
+import stat
+from pathlib import Path
+from typing import List, Optional
 
 from npuwatch.doctor.checks import device_permissions
 from npuwatch.doctor.checks.device_nodes import device_flags
@@ -74,7 +77,7 @@ def _explain(machine: Machine, failure: NpuSmiFailure, details: List[str], in_co
         hint = _CONTAINER_NOT_FOUND_HINT if in_container else _HOST_NOT_FOUND_HINT
         return failed(failure.message, hint, details)
     if kind is FailureKind.PERMISSION:
-        return _permission(failure, details)
+        return _permission(failure, details, machine.npu_smi_path)
     if failure.dcmi_code == -8005:
         return _inner_error(machine, failure, details, in_container)
     if failure.dcmi_code == -8020:
@@ -87,8 +90,10 @@ def _explain(machine: Machine, failure: NpuSmiFailure, details: List[str], in_co
     return failed(failure.message, failure.hint, details)
 
 
-def _permission(failure: NpuSmiFailure, details: List[str]) -> Finding:
+def _permission(failure: NpuSmiFailure, details: List[str], path: Optional[Path] = None) -> Finding:
     user = device_permissions.current_user()
+    if failure.exit_code is None and path is not None:
+        return _not_executable(failure, details, path, user)
     if user.is_root:
         return failed(failure.message, failure.hint, details)
     # Some DCMI queries are root-only while the runtime works for HwHiAiUser members (§10 row 28).
@@ -98,6 +103,39 @@ def _permission(failure: NpuSmiFailure, details: List[str]) -> Finding:
         "run the DCMI parts as root: `sudo npu-smi info`, `sudo npuwatch doctor`; for device access "
         "join the group: `sudo usermod -aG HwHiAiUser $USER`, then log in again",
         [*details, failure.message],
+    )
+
+
+def _not_executable(
+    failure: NpuSmiFailure, details: List[str], path: Path, user: device_permissions.UserIdentity
+) -> Finding:
+    """The file could not be started at all (EACCES): no DCMI call was made, so say why exactly."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return failed(failure.message, failure.hint, details)
+    mode = stat.S_IMODE(info.st_mode)
+    owner = f"uid {info.st_uid}, gid {info.st_gid}"
+    details = [*details, f"mode {stat.filemode(info.st_mode)} ({mode:04o}), {owner}"]
+    if not mode & 0o111:
+        return failed(
+            f"npu-smi at {path} has no execute permission (mode {mode:04o})",
+            f"restore its mode: `sudo chmod 755 {path}` (the driver installs it executable; a copy "
+            "or a mount lost the bits), then `npu-smi info`",
+            details,
+        )
+    if user.is_root:
+        return failed(
+            f"npu-smi at {path} cannot be run even by root: its file system is mounted noexec",
+            f"check with `findmnt -T {path}` and remount it (or mount npu-smi into the container) "
+            "without `noexec`",
+            details,
+        )
+    return failed(
+        failure.message,
+        "run it as root (`sudo npu-smi info`, `sudo npuwatch doctor`), or join its group: "
+        "`sudo usermod -aG HwHiAiUser $USER`, then log in again",
+        details,
     )
 
 
