@@ -267,16 +267,31 @@ def _launch_failure(exc: LaunchError) -> NpuSmiFailure:
     if exc.errno_name == "ENOENT":
         return NpuSmiFailure(FailureKind.NOT_FOUND, f"npu-smi not found at {exc.argv[0]}", _NOT_FOUND_HINT)
     if exc.errno_name == "EACCES":
+        if _has_no_execute_bit(exc.argv[0]):
+            # Not even root can run a file without an x bit: a copy or mount lost its mode.
+            return NpuSmiFailure(
+                FailureKind.PERMISSION,
+                f"npu-smi at {exc.argv[0]} has no execute permission",
+                f"restore its mode: `sudo chmod 755 {exc.argv[0]}` (or remount it without noexec)",
+            )
         return NpuSmiFailure(
             FailureKind.PERMISSION,
             f"npu-smi at {exc.argv[0]} is not executable by this user",
-            "check its mode (`ls -l`), run as root, or join the HwHiAiUser group",
+            "check its mode (`ls -l`) and mount (`findmnt -T` it: noexec?), run it as root, "
+            "or join the HwHiAiUser group",
         )
     return NpuSmiFailure(
         FailureKind.FAILED,
         f"npu-smi at {exc.argv[0]} could not start: {exc.reason}",
         "the file is not a program for this machine; reinstall the driver or fix the mount",
     )
+
+
+def _has_no_execute_bit(path: str) -> bool:
+    try:
+        return not os.stat(path).st_mode & 0o111
+    except OSError:
+        return False
 
 
 def _child_env() -> dict[str, str]:
