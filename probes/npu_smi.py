@@ -118,7 +118,9 @@ def classify(result: RunResult) -> Optional[NpuSmiFailure]:
         return NpuSmiFailure(
             FailureKind.NO_OUTPUT,
             "npu-smi printed nothing",
-            "run `npu-smi info` by hand; then `npuwatch doctor`",
+            "a working npu-smi always prints a table or an error: check that the file is the "
+            "driver's program (`file` and `ls -l` on it; in a container, that the host's "
+            "/usr/local/bin/npu-smi is mounted, not an empty placeholder), else reinstall the driver",
             exit_code=result.exit_code,
         )
     return None
