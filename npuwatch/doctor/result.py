@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from npuwatch.doctor.machine import Machine
@@ -58,6 +58,39 @@ def failed(summary: str, hint: str, details: Sequence[str] = ()) -> Finding:
 def skipped(reason: str, details: Sequence[str] = ()) -> Finding:
     """The check does not apply here (no torch installed, not in a container …)."""
     return Finding(Status.SKIP, reason, tuple(details))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One of several things a check found wrong: how bad, what, how to fix it, the evidence."""
+
+    status: Status  # WARN or FAIL
+    summary: str
+    hint: str
+    details: Tuple[str, ...] = ()
+
+
+def combine(problems: Sequence[Problem], passing: str, details: Sequence[str] = ()) -> Finding:
+    """One Finding from several problems: the worst leads, the rest follow in the details.
+
+    Hints are joined in order, leaving out one that another hint already says.
+    """
+    if not problems:
+        return passed(passing, details)
+    ordered = sorted(problems, key=lambda p: p.status != Status.FAIL)
+    lead = ordered[0]
+    more = len(ordered) - 1
+    summary = lead.summary + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+    hints: List[str] = []
+    for problem in ordered:
+        if not any(problem.hint in hint for hint in hints):
+            hints.append(problem.hint)
+    lines = [*details]
+    for problem in ordered:
+        lines.append(problem.summary if problem is lead else f"also: {problem.summary}")
+        lines += problem.details
+    make = failed if lead.status == Status.FAIL else warned
+    return make(summary, "; then ".join(hints), lines)
 
 
 @dataclass(frozen=True)

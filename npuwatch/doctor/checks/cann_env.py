@@ -8,26 +8,23 @@ undefined symbols), 31 (driver folder missing from ``LD_LIBRARY_PATH``) and ACL 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional
 
 from npuwatch.doctor.checks.cann_install import active_home, display_real, home_version, set_env_script
 from npuwatch.doctor.machine import Machine
-from npuwatch.doctor.result import Check, Finding, Group, Status, failed, passed, skipped, warned
+from npuwatch.doctor.result import (
+    Check,
+    Finding,
+    Group,
+    Problem,
+    Status,
+    combine,
+    skipped,
+)
 
 #: The variables set_env.sh exports that name a folder (§7.1, §12 row 8).
 FOLDER_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with the environment: how bad, what, how to fix it, the evidence."""
-
-    status: Status
-    summary: str
-    hint: str
-    details: Tuple[str, ...] = ()
 
 
 def source_advice(script: PurePosixPath) -> str:
@@ -225,27 +222,6 @@ def _is_stub_folder(entry: str) -> bool:
     # <T>/runtime/lib64/stub, <T>/lib64/stub, <T>/<arch>-linux/devlib (link-time stubs).
     path = PurePosixPath(entry)
     return "stub" in path.parts or path.name == "devlib"
-
-
-def combine(problems: Sequence[Problem], passing: str, details: Sequence[str]) -> Finding:
-    """The worst problem leads; the others follow in the details; hints are joined in order."""
-    if not problems:
-        return passed(passing, details)
-    ordered = sorted(problems, key=lambda p: p.status != Status.FAIL)
-    lead = ordered[0]
-    more = (
-        f" (and {len(ordered) - 1} more problem{'s' if len(ordered) > 2 else ''})" if len(ordered) > 1 else ""
-    )
-    hints: List[str] = []
-    for problem in ordered:
-        if not any(problem.hint in hint for hint in hints):  # a hint another already says
-            hints.append(problem.hint)
-    lines = [*details]
-    for problem in ordered:
-        lines.append(problem.summary if problem is lead else f"also: {problem.summary}")
-        lines += problem.details
-    make = failed if lead.status == Status.FAIL else warned
-    return make(lead.summary + more, "; then ".join(hints), lines)
 
 
 def run(machine: Machine) -> Finding:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
+from npuwatch.doctor.checks.visible_devices import parse_docker_visible
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed
 from npuwatch.probes.devices import MANAGER_NODES, DevNodes
@@ -17,8 +17,6 @@ _HOST_HINT = (
     "`dmesg | grep -i devdrv`; reinstall the driver package (`./Ascend-hdk-<chip>-npu-driver_"
     "<version>_linux-<arch>.run --full --install-for-all`) and reboot"
 )
-
-_RANGE = re.compile(r"^([0-9]{1,4})(?:-([0-9]{1,4}))?$")
 
 
 def id_ranges(ids: Sequence[int]) -> str:
@@ -33,23 +31,6 @@ def id_ranges(ids: Sequence[int]) -> str:
         parts.append(str(ordered[start]) if start == end else f"{ordered[start]}-{ordered[end]}")
         start = end + 1
     return ", ".join(parts)
-
-
-def parse_visible_devices(text: Optional[str]) -> Optional[Tuple[int, ...]]:
-    """``ASCEND_VISIBLE_DEVICES`` (``0``, ``1,3``, ``0-2,4``) → chip IDs; ``None``: unset or not numeric."""
-    if text is None or not text.strip():
-        return None
-    found: List[int] = []
-    for part in text.split(","):
-        match = _RANGE.match(part.strip())
-        if match is None:
-            return None
-        low = int(match.group(1))
-        high = int(match.group(2) or low)
-        if high < low or high - low > 4096:
-            return None
-        found.extend(range(low, high + 1))
-    return tuple(sorted(set(found)))
 
 
 def device_flags(names: Sequence[str]) -> str:
@@ -127,8 +108,8 @@ def _fewer(
     count = f"{len(davinci)} of {chips} chips have a /dev/davinciN node"
     if in_container:
         raw = machine.environ.get("ASCEND_VISIBLE_DEVICES")
-        visible = parse_visible_devices(raw)
-        if visible is not None and set(visible) == set(davinci):
+        visible, unreadable = parse_docker_visible(raw or "")
+        if raw and not unreadable and set(visible) == set(davinci):
             details.append(f"ASCEND_VISIBLE_DEVICES={raw} gives this container exactly these chips")
             return passed(f"{count}: the {len(davinci)} this container was given", details)
         # `docker run --device /dev/davinci3` is the usual way to hand one chip to a job:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import List, Sequence
+from typing import List
 
 from npuwatch.doctor.machine import Machine
-from npuwatch.doctor.result import Check, Finding, Group, Status, failed, passed, skipped, warned
+from npuwatch.doctor.result import (
+    Check,
+    Finding,
+    Group,
+    Problem,
+    Status,
+    combine,
+    skipped,
+)
 from npuwatch.probes.install_files import INSTALL_INFO
 from npuwatch.probes.library_load import load_libraries
 
@@ -34,13 +41,6 @@ _MOUNT_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class _Problem:
-    status: Status
-    summary: str
-    hint: str
-
-
 def run(machine: Machine) -> Finding:
     """Read version.info and ascend_install.info, and dlopen libascend_hal.so in a child."""
     driver_dir = machine.driver_dir()
@@ -53,11 +53,11 @@ def run(machine: Machine) -> Finding:
     if info is None and install is None and not has_hal and not machine.has_hardware():
         return skipped("no Ascend NPU and no Ascend driver on this machine")
     details = [f"driver folder: {driver_dir}"]
-    problems: List[_Problem] = []
+    problems: List[Problem] = []
     if info is None and not has_hal:
         where = "in this container" if in_container else "on this machine"
         problems.append(
-            _Problem(
+            Problem(
                 Status.FAIL,
                 f"the Ascend driver is not installed {where}: no {driver_dir}/version.info, no {hal.name}",
                 _MOUNT_HINT if in_container else _INSTALL_HINT,
@@ -67,15 +67,13 @@ def run(machine: Machine) -> Finding:
         problems += _version_problems(machine, driver_dir, details, in_container)
         problems += _library_problems(machine, driver_dir, details, in_container)
     problems += _install_info_problems(machine, driver_dir, details, in_container)
-    if not problems:
-        version = info.version if info is not None else "?"
-        return passed(f"driver {version} at {driver_dir}; {hal.name} loads", details)
-    return _combine(problems, details)
+    version = info.version if info is not None else "?"
+    return combine(problems, f"driver {version} at {driver_dir}; {hal.name} loads", details)
 
 
 def _version_problems(
     machine: Machine, driver_dir: PurePosixPath, details: List[str], in_container: bool
-) -> List[_Problem]:
+) -> List[Problem]:
     info = machine.driver_info()
     path = driver_dir / "version.info"
     if info is None:
@@ -84,30 +82,30 @@ def _version_problems(
             if in_container
             else "reinstall the driver: " + _INSTALL_HINT
         )
-        return [_Problem(Status.WARN, f"{path} is missing: the driver version cannot be checked", hint)]
+        return [Problem(Status.WARN, f"{path} is missing: the driver version cannot be checked", hint)]
     details.append(f"{path}: Version={info.version}, Innerversion={info.inner_version}")
     if info.version is None:
         return [
-            _Problem(Status.WARN, f"{path} has no Version= line", "reinstall the driver: " + _INSTALL_HINT)
+            Problem(Status.WARN, f"{path} has no Version= line", "reinstall the driver: " + _INSTALL_HINT)
         ]
     return []
 
 
 def _library_problems(
     machine: Machine, driver_dir: PurePosixPath, details: List[str], in_container: bool
-) -> List[_Problem]:
+) -> List[Problem]:
     sysroot = machine.sysroot
     hal = driver_dir / HAL
     fix = _MOUNT_HINT if in_container else "reinstall the driver: " + _INSTALL_HINT
     if not sysroot.exists(hal):
-        return [_Problem(Status.FAIL, f"{hal} is missing: CANN and torch_npu cannot start", fix)]
+        return [Problem(Status.FAIL, f"{hal} is missing: CANN and torch_npu cannot start", fix)]
     folders = [sysroot.path(driver_dir / folder) for folder in LIBRARY_DIRS]
     real = str(sysroot.path(hal))
     error = load_libraries([real], folders, LOAD_TIMEOUT_S)[real]
     if error is not None:
         error = error.replace(real, str(hal))  # the machine's path, as on the machine itself
         details.append(f"loading {hal}: {error}")
-        return [_Problem(Status.FAIL, f"{hal.name} does not load: {error}", fix)]
+        return [Problem(Status.FAIL, f"{hal.name} does not load: {error}", fix)]
     details.append(f"{hal} loads")
     return []
 
@@ -120,9 +118,9 @@ def _on_library_path(machine: Machine, driver_dir: PurePosixPath) -> bool:
 
 def _install_info_problems(
     machine: Machine, driver_dir: PurePosixPath, details: List[str], in_container: bool
-) -> List[_Problem]:
+) -> List[Problem]:
     install = machine.install_info()
-    problems: List[_Problem] = []
+    problems: List[Problem] = []
     # Without Driver_Install_Path_Param, set_env.sh leaves the driver off LD_LIBRARY_PATH (§10 row 31):
     # harmless when something else already put it there, fatal otherwise.
     on_path = _on_library_path(machine, driver_dir)
@@ -140,7 +138,7 @@ def _install_info_problems(
             else "reinstall the driver (its installer writes the file), or write "
             f"`Driver_Install_Path_Param={driver_dir.parent}` into {INSTALL_INFO}"
         )
-        problems.append(_Problem(missing_status, f"{INSTALL_INFO} is missing: {consequence}", hint))
+        problems.append(Problem(missing_status, f"{INSTALL_INFO} is missing: {consequence}", hint))
         return problems
     details.append(
         f"{INSTALL_INFO}: Driver_Install_Path_Param={install.driver_install_path}, "
@@ -149,7 +147,7 @@ def _install_info_problems(
     path = install.driver_install_path
     if path is None:
         problems.append(
-            _Problem(
+            Problem(
                 missing_status,
                 f"{INSTALL_INFO} has no Driver_Install_Path_Param: {consequence}",
                 f"add `Driver_Install_Path_Param={driver_dir.parent}` to {INSTALL_INFO} "
@@ -158,7 +156,7 @@ def _install_info_problems(
         )
     elif any(char.isspace() for char in path):
         problems.append(
-            _Problem(
+            Problem(
                 Status.FAIL,
                 f"the driver is installed under a path with spaces ({path!r}): set_env.sh splits it "
                 "and libascend_hal.so is not found",
@@ -169,7 +167,7 @@ def _install_info_problems(
     status = install.driver_install_status
     if status is not None and status.lower() != "complete":
         problems.append(
-            _Problem(
+            Problem(
                 Status.FAIL,
                 f"the driver installation did not complete (Driver_Install_Status={status})",
                 "run the driver installer again: "
@@ -178,20 +176,6 @@ def _install_info_problems(
             )
         )
     return problems
-
-
-def _combine(problems: Sequence[_Problem], details: List[str]) -> Finding:
-    ordered = sorted(problems, key=lambda p: 0 if p.status is Status.FAIL else 1)
-    first = ordered[0]
-    more = len(ordered) - 1
-    summary = first.summary + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
-    hints: List[str] = []
-    for problem in ordered:
-        if problem.hint not in hints:
-            hints.append(problem.hint)
-    all_details = [*details, *(f"{p.status.value}: {p.summary}" for p in ordered[1:])]
-    make = failed if first.status is Status.FAIL else warned
-    return make(summary, "; also ".join(hints), all_details)
 
 
 CHECK = Check(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from npuwatch.doctor.machine import Machine
-from npuwatch.doctor.result import Check, Finding, Group, Status, failed, passed, warned
+from npuwatch.doctor.result import Check, Finding, Group, Problem, Status, combine, passed
 
 RT_VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 DOCKER_VISIBLE = "ASCEND_VISIBLE_DEVICES"
@@ -88,13 +88,6 @@ def parse_docker_visible(value: str) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
     return tuple(ids), tuple(bad)
 
 
-@dataclass(frozen=True)
-class _Issue:
-    status: Status
-    summary: str
-    hint: str
-
-
 def _ids(ids: Iterable[int]) -> str:
     return ",".join(str(n) for n in ids)
 
@@ -150,14 +143,14 @@ class _Devices:
         return tuple(sorted(fixed)) or tuple(range(self.count))
 
 
-def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, ...]]:
+def _rt_issues(value: str, devices: _Devices) -> Tuple[List[Problem], Tuple[int, ...]]:
     """Problems of ASCEND_RT_VISIBLE_DEVICES, and the logical IDs the runtime ends up with."""
     shown = _shown(RT_VISIBLE, value)
     parsed = parse_rt_visible(value)
     fix = f"export {RT_VISIBLE}={_ids(devices.correct(parsed.intended))}"
     if not value.strip():
         return [
-            _Issue(
+            Problem(
                 Status.FAIL,
                 f"{RT_VISIBLE} is set but empty: every device is hidden (torch.npu.is_available() is False)",
                 f"`unset {RT_VISIBLE}` to see all {devices.count} devices, or "
@@ -165,7 +158,7 @@ def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, 
                 'NPUs to this worker (Ray: `resources={"NPU": 1}`)',
             )
         ], ()
-    issues: List[_Issue] = []
+    issues: List[Problem] = []
     effective: List[int] = []
     out_of_range = [n for n in parsed.read if n >= devices.count]
     for number in parsed.read:  # reading also stops at the first invalid or non-ascending ID
@@ -182,10 +175,10 @@ def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, 
         if mapped is not None:
             where = "in this container" if devices.in_container else "here"
             summary += f"; {devices.nodes[mapped]} is logical device {mapped} {where}"
-        issues.append(_Issue(Status.FAIL, summary, f"`{fix}`"))
+        issues.append(Problem(Status.FAIL, summary, f"`{fix}`"))
     if not parsed.read:
         issues.append(
-            _Issue(
+            Problem(
                 Status.FAIL,
                 f"{shown} has no device ID before its first invalid character: every device is hidden",
                 f"`{fix}`",
@@ -194,7 +187,7 @@ def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, 
     elif parsed.drops_devices:
         dropped = _ids(parsed.intended[len(parsed.read) :])
         issues.append(
-            _Issue(
+            Problem(
                 Status.WARN,
                 f"{shown}: the runtime stops reading at {parsed.stop!r}, so {dropped} "
                 f"{'are' if ',' in dropped else 'is'} silently dropped (it reads only {_ids(parsed.read)})",
@@ -203,7 +196,7 @@ def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, 
         )
     if len(set(parsed.read)) != len(parsed.read) or list(parsed.read) != sorted(parsed.read):
         issues.append(
-            _Issue(
+            Problem(
                 Status.WARN,
                 f"{shown} is not ascending and unique: the runtime reads only {_ids(effective) or 'none'}",
                 f"`{fix}`",
@@ -212,13 +205,13 @@ def _rt_issues(value: str, devices: _Devices) -> Tuple[List[_Issue], Tuple[int, 
     return issues, tuple(effective)
 
 
-def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> List[_Issue]:
+def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> List[Problem]:
     shown = _shown(DOCKER_VISIBLE, value)
     ids, bad = parse_docker_visible(value)
-    issues: List[_Issue] = []
+    issues: List[Problem] = []
     if bad:
         issues.append(
-            _Issue(
+            Problem(
                 Status.WARN,
                 f"{shown} has items the Ascend Docker Runtime cannot read: {', '.join(repr(b) for b in bad)}",
                 f"use physical IDs and ranges only, e.g. `-e {DOCKER_VISIBLE}=0-2,4` at `docker run`",
@@ -229,7 +222,7 @@ def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> L
         if absent and not vnpu:  # vNPU containers get /dev/vdavinciN nodes instead
             nodes = " ".join(f"--device /dev/davinci{n}" for n in absent)
             issues.append(
-                _Issue(
+                Problem(
                     Status.FAIL,
                     f"{shown} names /dev/davinci{absent[0]}, which is not in this container: the "
                     "Ascend Docker Runtime reads it only when it starts a container",
@@ -241,7 +234,7 @@ def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> L
         logical = [devices.logical(n) for n in ids]
         fix = _ids(n for n in logical if n is not None) or devices.all_ids
         issues.append(
-            _Issue(
+            Problem(
                 Status.WARN,
                 f"{shown} does not limit this process: only the Ascend Docker Runtime reads it, "
                 "when it starts a container",
@@ -251,12 +244,12 @@ def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> L
     return issues
 
 
-def _device_id_issue(value: str, devices: _Devices, rt_ids: Optional[Tuple[int, ...]]) -> Optional[_Issue]:
+def _device_id_issue(value: str, devices: _Devices, rt_ids: Optional[Tuple[int, ...]]) -> Optional[Problem]:
     shown = _shown(DEVICE_ID, value)
     count = devices.count if rt_ids is None else len(rt_ids)
     text = value.strip()
     if not text.isascii() or not text.isdigit():
-        return _Issue(Status.FAIL, f"{shown} is not a device ID", f"`export {DEVICE_ID}=0`")
+        return Problem(Status.FAIL, f"{shown} is not a device ID", f"`export {DEVICE_ID}=0`")
     number = int(text)
     if number < count:
         return None
@@ -266,7 +259,7 @@ def _device_id_issue(value: str, devices: _Devices, rt_ids: Optional[Tuple[int, 
     elif rt_ids is None:
         fixed = devices.logical(number)  # a physical ID: its place among the nodes
     scope = f"the {_count(count)} {RT_VISIBLE} leaves" if rt_ids is not None else f"{_count(count)} here"
-    return _Issue(
+    return Problem(
         Status.FAIL,
         f"{shown} is out of range: it is an index into {scope} ({_indices(count)})",
         f"`export {DEVICE_ID}={0 if fixed is None or fixed >= count else fixed}`",
@@ -291,7 +284,7 @@ def run(machine: Machine) -> Finding:
         return Finding(Status.SKIP, "no /dev/davinciN node: there is no device to select")
     environ = machine.environ
     rt_value: Optional[str] = environ.get(RT_VISIBLE)
-    issues: List[_Issue] = []
+    issues: List[Problem] = []
     details: List[str] = []
     visible: Tuple[int, ...] = tuple(range(devices.count))
     rt_ids: Optional[Tuple[int, ...]] = None
@@ -313,7 +306,7 @@ def run(machine: Machine) -> Finding:
             issues.append(issue)
     details += _mapping(devices, visible)
     if issues:
-        return _verdict(issues, details)
+        return combine(issues, "", details)
     if rt_value is None:
         summary = f"all {devices.count} devices visible ({RT_VISIBLE} unset)"
     else:
@@ -321,21 +314,6 @@ def run(machine: Machine) -> Finding:
     if device_id is not None:
         summary += f", {DEVICE_ID}={device_id.strip()}"
     return passed(summary, details)
-
-
-def _verdict(issues: Sequence[_Issue], details: List[str]) -> Finding:
-    worst = Status.FAIL if any(i.status is Status.FAIL for i in issues) else Status.WARN
-    ranked = sorted(issues, key=lambda i: i.status is not worst)  # stable: worst first, in order
-    hints: List[str] = []
-    for issue in ranked:
-        if issue.hint not in hints:
-            hints.append(issue.hint)
-    summary = ranked[0].summary
-    if len(ranked) > 1:
-        summary += f" (and {len(ranked) - 1} more)"
-    lines = [f"{i.status.value}: {i.summary}" for i in ranked] + details
-    maker = failed if worst is Status.FAIL else warned
-    return maker(summary, "; ".join(hints), lines)
 
 
 CHECK = Check(
