@@ -15,7 +15,7 @@ from npuwatch.option_values import seconds
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
-    from npuwatch.sampler import Sampler
+    from npuwatch.feed import SnapshotFeed
 
 EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
 
@@ -170,49 +170,29 @@ def _exit_cleanly_on_termination() -> None:
 
 
 def _sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
-    demo = getattr(args, "demo", None)
-    if demo is not None:
-        _check_scenario(demo)
-    replay = getattr(args, "replay", None)
-    if demo is not None and replay is not None:
-        raise UsageError("--demo and --replay cannot be combined")
-    for other in ("root", "npu_smi"):
-        if demo is not None and getattr(args, other, None) is not None:
-            raise UsageError(
-                f"--demo brings its own machine: it cannot be combined with --{other.replace('_', '-')}"
-            )
-    if replay is not None and not os.path.isfile(replay):
-        raise UsageError(f"--replay {replay}: no such file")
-    return {
-        "demo": demo,
-        "replay": getattr(args, "replay", None),
-        "root": getattr(args, "root", None),
-        "npu_smi": getattr(args, "npu_smi", None),
-        "timeout_s": getattr(args, "timeout", None),
-        "interval_s": getattr(args, "interval", None),
-        "devices": getattr(args, "devices", None),
-    }
+    from npuwatch.sampler_options import SamplerUsageError, sampler_options
+
+    try:
+        return sampler_options(args)
+    except SamplerUsageError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _check_scenario(name: str) -> None:
-    from npuwatch.probes.simulator import list_scenarios
-
-    names = [scenario for scenario, _ in list_scenarios()]
-    if name in names:
-        return
-    listing = "\n".join(f"  {scenario:<24} {about}" for scenario, about in list_scenarios())
-    if name in ("list", "help"):
-        print(f"Scenarios for --demo:\n{listing}")
-        raise SystemExit(0)
-    raise UsageError(f"unknown demo scenario {name!r}; choose one of:\n{listing}")
-
-
-def _open_sampler(args: argparse.Namespace) -> Sampler:
-    from npuwatch.wiring import build_sampler
+    from npuwatch.sampler_options import SamplerUsageError, check_scenario
 
     try:
-        return build_sampler(**_sampler_options(args))
-    except ValueError as exc:
+        check_scenario(name)
+    except SamplerUsageError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _open_sampler(args: argparse.Namespace) -> SnapshotFeed:
+    from npuwatch.sampler_options import SamplerUsageError, open_feed
+
+    try:
+        return open_feed(args)
+    except SamplerUsageError as exc:
         raise UsageError(str(exc)) from exc
 
 
