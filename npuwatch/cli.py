@@ -85,6 +85,18 @@ _LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
         "Device nodes present, npu-smi answers, every chip OK, temperatures under the limit. "
         "Exit 0 healthy, 1 unhealthy (never 2: Docker reserves it).",
     ),
+    "serve": (
+        "npuwatch.exporter.command",
+        "serve Prometheus /metrics, /healthz and /snapshot (npu-exporter metric names)",
+        "Sample in the background and answer scrapes from the latest snapshot: a scrape never "
+        "runs npu-smi. Listens on 127.0.0.1:9492 unless --listen says otherwise. Read-only.",
+    ),
+    "record": (
+        "npuwatch.record_command",
+        "record snapshots to an NDJSON file (gzip when it ends in .gz) for --replay",
+        "Write one npuwatch/snapshot/v1 JSON object per line, flushed line by line, so a "
+        "recorder killed at any moment leaves a file whose complete lines all replay. Exit 0.",
+    ),
 }
 
 
