@@ -40,6 +40,16 @@ def _devices(text: str) -> List[int]:
     return ids
 
 
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a speed factor like 2 or 0.5, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive speed factor, got {text!r}")
+    return value
+
+
 def _shared_options() -> _Parser:
     """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
     shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
@@ -53,7 +63,12 @@ def _shared_options() -> _Parser:
         help=f"run on a simulated machine (default scenario {DEFAULT_SCENARIO}; `--demo list` lists them)",
     )
     group.add_argument(
-        "--replay", metavar="FILE", help="read a saved `npu-smi info` output instead of the machine"
+        "--replay",
+        metavar="FILE",
+        help="play a recording (`npuwatch record`, NDJSON or .gz) or read a saved `npu-smi info` output",
+    )
+    group.add_argument(
+        "--speed", type=_speed, metavar="X", help="replay a recording X times faster (default 1)"
     )
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")

@@ -51,6 +51,11 @@ class History:
                     stale = note is not None and note.status is MetricStatus.STALE
                     series.append((t, None if stale else chip.metric(metric)))
 
+    def clear(self) -> None:
+        """Forget every point (a replay that seeks back rebuilds its history)."""
+        with self._lock:
+            self._series.clear()
+
     def series(self, chip: ChipKey, metric: str) -> List[Point]:
         """The stored points of one chip's metric, oldest first (empty when unknown)."""
         with self._lock:

@@ -12,6 +12,7 @@ from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Set, Tuple
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_state import ChipTracker
+from npuwatch.feed import SnapshotFeed
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
 from npuwatch.polling_pause import is_paused
@@ -74,8 +75,8 @@ class Sampler:
         self._logged: Set[str] = set()
 
     @classmethod
-    def create(cls, **options: Any) -> Sampler:
-        """Wire a sampler for this machine, a ``demo`` scenario or a ``replay`` capture."""
+    def create(cls, **options: Any) -> SnapshotFeed:
+        """Wire a sampler for this machine, a ``demo`` scenario or a ``replay`` file."""
         from npuwatch.wiring import build_sampler  # the simulator is only imported for demos
 
         return build_sampler(**options)

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional, Union
 
 from npuwatch.chip_details import fetch_chip_details
+from npuwatch.feed import SnapshotFeed
 from npuwatch.option_values import env_seconds
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.host import HostProbe, ProcessLookup
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.recording import RecordingError, is_recording
+from npuwatch.replay import ReplaySampler
 from npuwatch.sampler import Sampler
 from npuwatch.sources import CaptureSource, NpuSmiSource
 
@@ -27,16 +30,25 @@ def build_sampler(
     devices: Optional[Iterable[int]] = None,
     environ: Optional[Mapping[str, str]] = None,
     host: bool = True,
-) -> Sampler:
+    speed: Optional[float] = None,
+) -> SnapshotFeed:
     """A Sampler wired from the DESIGN §2.1 options; unset ones fall back to ``NPUWATCH_*``.
 
     ``demo`` starts a simulated machine (a sysroot with a fake npu-smi) that lives until the
-    sampler is closed; ``replay`` parses a saved ``npu-smi info`` text as the live path would.
+    sampler is closed.  ``replay`` plays a recording (NDJSON from ``npuwatch record``) at
+    ``speed`` × its pace, or parses a saved ``npu-smi info`` text as the live path would.
     """
     env = os.environ if environ is None else environ
     timeout = timeout_s if timeout_s is not None else env_seconds(env, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
     interval = interval_s if interval_s is not None else env_seconds(env, "NPUWATCH_INTERVAL", 1.0)
     wanted = None if devices is None else frozenset(devices)
+    if speed is not None and (replay is None or not is_recording(replay)):
+        raise ValueError("--speed applies only to --replay of a recording made by `npuwatch record`")
+    if replay is not None and is_recording(replay):
+        try:
+            return ReplaySampler.open(replay, speed=1.0 if speed is None else speed, devices=wanted)
+        except RecordingError as exc:
+            raise ValueError(str(exc)) from None
     if demo is not None:
         return _demo_sampler(demo, timeout, interval, wanted, host)
     sysroot = Sysroot(root or env.get("NPUWATCH_ROOT") or "/", environ=env)

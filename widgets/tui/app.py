@@ -21,6 +21,7 @@ from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
 from npuwatch.model import Snapshot
+from npuwatch.replay import ReplaySampler
 from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import HelpScreen
@@ -66,6 +67,10 @@ class NpuwatchApp(App[None]):
         Binding("slash", "filter", "Filter"),
         Binding("t", "theme", "Theme"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("left_square_bracket", "seek(-10)", "-10 s"),
+        Binding("right_square_bracket", "seek(10)", "+10 s"),
+        Binding("less_than_sign", "speed(-1)", "Slower replay"),
+        Binding("greater_than_sign", "speed(1)", "Faster replay"),
     ]
 
     def __init__(self, sampler: SamplerLike, banner: str = "") -> None:
@@ -217,7 +222,15 @@ class NpuwatchApp(App[None]):
             text.append(f" {host} ", style="bold")
             text.append(f"· {snap.source} ")
             text.append(f"· {snap.taken_at.astimezone().strftime('%H:%M:%S')} ")
-            text.append(f"· every {self.sampler.interval_s:g} s ")
+            replay = self.replay
+            if replay is None:
+                text.append(f"· every {self.sampler.interval_s:g} s ")
+            else:
+                text.append(
+                    f"· {'⏸' if replay.paused else '▶'} {_clock(replay.position_s)} / "
+                    f"{_clock(replay.duration_s)} ×{replay.speed:g} ",
+                    style="bold",
+                )
             versions = f"· npu-smi {v.npu_smi or 'n/a'} · CANN {v.cann or 'n/a'}"
             if not self.compact:
                 versions += f" · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'}"
@@ -256,11 +269,42 @@ class NpuwatchApp(App[None]):
 
     # --- actions --------------------------------------------------------------------------
 
+    @property
+    def replay(self) -> Optional[ReplaySampler]:
+        """The recording being played, when the dashboard replays one."""
+        return self.sampler if isinstance(self.sampler, ReplaySampler) else None
+
+    def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
+        # The replay keys exist only while a recording plays: hidden from the footer otherwise.
+        return not (action in ("seek", "speed") and self.replay is None)
+
+    def action_seek(self, delta_s: float) -> None:
+        replay = self.replay
+        if replay is None:
+            return
+        replay.seek(delta_s)
+        self._show_replay_position()
+
+    def action_speed(self, step: int) -> None:
+        replay = self.replay
+        if replay is None:
+            return
+        replay.faster() if step > 0 else replay.slower()
+        self._render_header()
+
+    def _show_replay_position(self) -> None:
+        """A seek shows its frame at once, paused or not: a replay's sample reads no device."""
+        if self._sampling_since is None and self.replay is not None:
+            self.show(self.replay.sample())
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def action_pause(self) -> None:
         self.paused = not self.paused
+        replay = self.replay
+        if replay is not None:  # a paused replay stops its clock too: resuming continues there
+            replay.pause() if self.paused else replay.resume()
         self._render_header()
         if not self.paused:
             self._start_sample()
@@ -301,6 +345,13 @@ class NpuwatchApp(App[None]):
     def on_chip_card_selected(self, message: ChipCard.Selected) -> None:
         if self.snapshot is not None:
             self.push_screen(DetailScreen(message.key, self.snapshot, self.sampler))
+
+
+def _clock(seconds: float) -> str:
+    """``MM:SS`` (``H:MM:SS`` past an hour) for replay positions."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
 def run_dashboard(options: Dict[str, object]) -> int:

@@ -18,6 +18,8 @@ KEYS = (
     ("Enter / click", "chip detail: everything npu-smi reports, PCIe, large graphs"),
     ("Esc", "back"),
     ("t", "dark / light theme"),
+    ("[ / ]", "replay: back / forward 10 s"),
+    ("< / >", "replay: slower / faster"),
 )
 
 

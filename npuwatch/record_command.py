@@ -1,0 +1,102 @@
+"""Provides ``npuwatch record FILE``: sample on an interval and append each Snapshot to an NDJSON file."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import TYPE_CHECKING, Optional
+
+from npuwatch.option_values import seconds
+from npuwatch.recording import RecordingError, RecordingWriter
+from npuwatch.sampler_options import open_feed
+
+if TYPE_CHECKING:
+    from npuwatch.feed import SnapshotFeed
+
+MIB = 1024 * 1024
+
+
+class RecordUsageError(ValueError):
+    """A bad ``record`` option: the CLI's exit 64."""
+
+
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MB like 50 or 0.5, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive size in MB, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="where to write (gzip-compressed when it ends in .gz)")
+    parser.add_argument(
+        "--duration",
+        type=seconds,
+        metavar="S",
+        help="stop after S seconds (default: at Ctrl-C or SIGTERM)",
+    )
+    parser.add_argument(
+        "--max-size",
+        dest="max_size_mb",
+        type=_megabytes,
+        metavar="MB",
+        help="stop before the file grows past MB megabytes (MiB)",
+    )
+    parser.add_argument("--gzip", action="store_true", help="compress even when FILE does not end in .gz")
+    parser.add_argument("--quiet", action="store_true", help="print nothing when done")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record until the duration, the size limit or a signal; exit 0 (1 when nothing could be written)."""
+    if getattr(args, "replay", None) is not None and str(args.replay) == str(args.file):
+        raise RecordUsageError("record FILE must not be the file given to --replay")
+    try:
+        writer = RecordingWriter(args.file, compress=True if args.gzip else None)
+    except RecordingError as exc:
+        print(f"npuwatch record: {exc}", file=sys.stderr)
+        return 1
+    limit_bytes = None if args.max_size_mb is None else int(args.max_size_mb * MIB)
+    stopped_by = "stopped"
+    try:
+        with open_feed(args) as feed:
+            stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes)
+    except RecordingError as exc:
+        print(f"npuwatch record: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        stopped_by = "interrupted"
+    finally:
+        writer.close()
+        if not args.quiet:
+            size_kib = writer.bytes_written / 1024
+            print(
+                f"npuwatch record: {writer.lines} snapshots, {size_kib:.1f} KiB in {writer.path} "
+                f"({stopped_by}). Replay: npuwatch --replay {writer.path}",
+                file=sys.stderr,
+            )
+    return 0
+
+
+def _record(
+    source: SnapshotFeed, writer: RecordingWriter, duration_s: Optional[float], limit_bytes: Optional[int]
+) -> str:
+    """Sample and write until a limit; returns what stopped it."""
+    started = time.monotonic()
+    while True:
+        tick = time.monotonic()
+        if duration_s is not None and tick - started >= duration_s:
+            return f"duration {duration_s:g} s reached"
+        data = writer.encode(source.sample())
+        if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
+            return f"--max-size {limit_bytes / MIB:g} MB reached"
+        writer.write_encoded(data)
+        wait_s = source.interval_s - (time.monotonic() - tick)
+        if duration_s is not None:
+            wait_s = min(wait_s, duration_s - (time.monotonic() - started))
+        if wait_s > 0:
+            time.sleep(wait_s)

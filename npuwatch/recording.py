@@ -1,0 +1,178 @@
+"""Provides NDJSON recordings of Snapshots: a crash-safe writer and a tolerant reader.
+
+One ``npuwatch/snapshot/v1`` object per line.  Each line is handed to the operating system
+as soon as it is written, so a recorder killed with ``kill -9`` leaves a file whose complete
+lines all replay.  A ``.gz`` file is one gzip stream whose every line ends with a zlib sync
+flush: the bytes on disk always decode up to the last complete line, even without the gzip
+trailer a killed recorder never wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterator, List, Optional, Tuple, Union
+
+from npuwatch import snapshot_json
+from npuwatch.model import Snapshot
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: gzip framing for zlib (RFC 1952 header and trailer).
+_GZIP_WBITS = 31
+#: Damaged gzip data loses at most this much decoded output before the damage.
+_READ_CHUNK = 4096
+
+
+class RecordingError(Exception):
+    """A file that cannot be read or written as a recording; the message says why."""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """The snapshots a recording holds, oldest first, and what was skipped on the way."""
+
+    path: Path
+    snapshots: Tuple[Snapshot, ...]
+    warnings: Tuple[str, ...] = ()
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first snapshot to the last."""
+        if len(self.snapshots) < 2:
+            return 0.0
+        return (self.snapshots[-1].taken_at - self.snapshots[0].taken_at).total_seconds()
+
+
+def is_recording(path: Union[str, Path]) -> bool:
+    """Whether ``path`` looks like a recording (gzip, or JSON lines) rather than npu-smi text."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+    except OSError:
+        return False
+    return head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{")
+
+
+class RecordingWriter:
+    """Appends snapshots to a new NDJSON file, gzip-compressed when ``compress`` (or ``.gz``)."""
+
+    def __init__(self, path: Union[str, Path], compress: Optional[bool] = None) -> None:
+        self.path = Path(path)
+        self.compress = self.path.suffix == ".gz" if compress is None else compress
+        try:
+            self._file: IO[bytes] = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise RecordingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        self._deflate = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS) if self.compress else None
+        self._pending: Optional[Tuple[bytes, Any]] = None
+        self.lines = 0
+        self.bytes_written = 0
+
+    def encode(self, snapshot: Snapshot) -> bytes:
+        """The bytes one snapshot would add to the file; nothing is written until ``write_encoded``.
+
+        For gzip the compressor's state is advanced on a copy, so bytes that are never written
+        (``record --max-size`` reached) leave the stream consistent.
+        """
+        line = (snapshot_json.dumps(snapshot, indent=None) + "\n").encode("utf-8")
+        if self._deflate is None:
+            return line
+        trial = self._deflate.copy()
+        data = trial.compress(line) + trial.flush(zlib.Z_SYNC_FLUSH)
+        self._pending = (data, trial)
+        return data
+
+    def write_encoded(self, data: bytes) -> None:
+        """Write what ``encode`` returned and hand it to the OS at once (survives kill -9)."""
+        try:
+            self._file.write(data)
+            self._file.flush()
+        except OSError as exc:
+            raise RecordingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        if self._pending is not None and self._pending[0] is data:
+            self._deflate = self._pending[1]
+        self._pending = None
+        self.lines += 1
+        self.bytes_written += len(data)
+
+    def write(self, snapshot: Snapshot) -> None:
+        """Append one snapshot as one line."""
+        self.write_encoded(self.encode(snapshot))
+
+    def close(self) -> None:
+        """Finish the gzip stream (its trailer) and close the file."""
+        if self._file.closed:
+            return
+        try:
+            if self._deflate is not None:
+                tail = self._deflate.flush(zlib.Z_FINISH)
+                self._file.write(tail)
+                self.bytes_written += len(tail)
+        finally:
+            self._file.close()
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_recording(path: Union[str, Path]) -> Recording:
+    """Every complete, valid line of a recording; a torn last line or a bad line is a warning."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
+    warnings: List[str] = []
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip_tolerant(data, path, warnings)
+    snapshots: List[Snapshot] = []
+    for number, line, complete in _lines(data):
+        if not line.strip():
+            continue
+        if not complete:
+            warnings.append(
+                f"{path.name}: the last line is incomplete (the recorder stopped mid-write); ignored"
+            )
+            break
+        try:
+            snapshots.append(snapshot_json.from_dict(json.loads(line)))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.append(f"{path.name}: line {number} is not a snapshot ({_short(exc)}); skipped")
+    if not snapshots:
+        raise RecordingError(f"{path} holds no complete snapshot" + (f": {warnings[0]}" if warnings else ""))
+    ordered = tuple(sorted(snapshots, key=lambda s: s.taken_at))
+    if ordered != tuple(snapshots):
+        warnings.append(f"{path.name}: lines were out of time order; replayed in time order")
+    return Recording(path, ordered, tuple(warnings))
+
+
+def _gunzip_tolerant(data: bytes, path: Path, warnings: List[str]) -> bytes:
+    """Decompress a gzip stream that may lack its end (a killed recorder wrote no trailer)."""
+    inflate = zlib.decompressobj(_GZIP_WBITS)
+    out: List[bytes] = []
+    try:
+        for start in range(0, len(data), _READ_CHUNK):
+            out.append(inflate.decompress(data[start : start + _READ_CHUNK]))
+            if inflate.eof:
+                break
+    except zlib.error as exc:
+        warnings.append(f"{path.name}: the gzip data is damaged after some point ({exc}); read up to it")
+    return b"".join(out)
+
+
+def _lines(data: bytes) -> Iterator[Tuple[int, str, bool]]:
+    """(line number, text, ended with a newline) for each line of ``data``."""
+    pieces = data.split(b"\n")
+    last = len(pieces) - 1  # the piece after the final newline: empty unless the line is torn
+    for number, raw in enumerate(pieces, start=1):
+        yield number, raw.decode("utf-8", errors="replace"), number - 1 < last
+
+
+def _short(exc: Exception) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 80 else text[:77] + "..."
