@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     except RecordingError as exc:
         print(f"npuwatch record: {exc}", file=sys.stderr)
         return 1
-    limit_bytes = None if args.max_size_mb is None else int(args.max_size_mb * MIB)
+    limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
     stopped_by = "stopped"
     try:
         with open_feed(args) as feed:
@@ -93,7 +93,7 @@ def _record(
             return f"duration {duration_s:g} s reached"
         data = writer.encode(source.sample())
         if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
-            return f"--max-size {limit_bytes / MIB:g} MB reached"
+            return f"--max-size {limit_bytes / MIB:.4g} MB reached"
         writer.write_encoded(data)
         wait_s = source.interval_s - (time.monotonic() - tick)
         if duration_s is not None:

@@ -71,7 +71,9 @@ def test_a_torn_last_line_is_ignored_with_a_warning(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) - 40])  # the third line lost its end, as a kill mid-write leaves it
     recording = read_recording(path)
     assert [s.chips[0].power_w for s in recording.snapshots] == [100.0, 101.0]
-    assert recording.warnings == ("rec.ndjson: the last line is incomplete (the recorder stopped mid-write); ignored",)
+    assert recording.warnings == (
+        "rec.ndjson: the last line is incomplete (the recorder stopped mid-write); ignored",
+    )
 
 
 def test_every_cut_of_a_gzip_recording_replays_its_complete_lines(tmp_path: Path) -> None:
@@ -101,7 +103,9 @@ def test_a_bad_line_in_the_middle_is_skipped_and_named(tmp_path: Path) -> None:
     assert [s.chips[0].power_w for s in recording.snapshots] == [100.0, 101.0, 102.0]
     assert len(recording.warnings) == 2
     assert recording.warnings[0].startswith("rec.ndjson: line 2 is not a snapshot (JSONDecodeError")
-    assert recording.warnings[1].startswith("rec.ndjson: line 4 is not a snapshot (ValueError: not a npuwatch")
+    assert recording.warnings[1].startswith(
+        "rec.ndjson: line 4 is not a snapshot (ValueError: not a npuwatch"
+    )
 
 
 def test_lines_out_of_time_order_play_in_time_order(tmp_path: Path) -> None:
@@ -114,7 +118,10 @@ def test_lines_out_of_time_order_play_in_time_order(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"", "holds no complete snapshot"), (b"{torn", "holds no complete snapshot: rec.ndjson: the last line")],
+    [
+        (b"", "holds no complete snapshot"),
+        (b"{torn", "holds no complete snapshot: rec.ndjson: the last line"),
+    ],
 )
 def test_a_recording_without_a_complete_snapshot_is_a_clear_error(
     tmp_path: Path, content: bytes, message: str
