@@ -21,6 +21,20 @@ def snapshot(**options: Any) -> Snapshot:
         return sampler.sample()
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext npuwatch``: register the ``%npuwatch`` magic (IPython is imported only now)."""
+    from npuwatch.jupyter import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext npuwatch``: stop every live view."""
+    from npuwatch.jupyter import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
 def __getattr__(name: str) -> Any:
     # `npuwatch.Sampler` without importing the sampler at `import npuwatch` time.
     if name == "Sampler":

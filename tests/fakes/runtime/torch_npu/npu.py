@@ -103,3 +103,25 @@ def synchronize(device: Optional[int] = None) -> None:
 
 def empty_cache() -> None:
     LEDGER.call("empty_cache", 0)
+
+
+# --- allocator statistics (read by the notebook view's "this kernel" figures) -----------------
+
+#: The caching allocator rounds device blocks up to this size (torch_npu's large-block rounding).
+_BLOCK = 2 * 1024 * 1024
+
+
+def is_initialized() -> bool:
+    return STATE.initialized
+
+
+def memory_allocated(device: Optional[int] = None) -> int:
+    """Bytes held by live tensors; the fake keeps one ledger, charged to the current device."""
+    index = STATE.current if device is None else int(str(device).rsplit(":", 1)[-1])
+    return STATE.allocated if index == STATE.current else 0
+
+
+def memory_reserved(device: Optional[int] = None) -> int:
+    """Bytes the caching allocator holds: the allocated bytes rounded up to whole blocks."""
+    allocated = memory_allocated(device)
+    return -(-allocated // _BLOCK) * _BLOCK
