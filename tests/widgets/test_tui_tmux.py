@@ -179,3 +179,26 @@ def test_hung_npu_smi_stays_responsive_and_shows_the_timeout(terminal):
     terminal.wait_gone("npuwatch keys")
     terminal.keys("q")
     assert terminal.wait_exit() == "EXIT=0"
+
+
+@pytest.mark.slow
+def test_a_demo_recording_replays_in_a_real_terminal(terminal, tmp_path):
+    recording = tmp_path / "a3.ndjson.gz"
+    recorded = subprocess.run(
+        [str(NPUWATCH), "record", str(recording), "--demo", "a3", "--interval", "0.25", "--duration", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    terminal.start([str(NPUWATCH), "--replay", str(recording)], 200, 50)
+    screen = terminal.wait(lambda s: "replay:a3.ndjson.gz" in s and "NPU 3 · Ascend910" in s, "the replay")
+    assert "▶ 00:0" in screen and "×1" in screen
+    terminal.keys("p")
+    terminal.wait_text("⏸ 00:0")
+    terminal.keys(">")
+    terminal.wait_text("×2")
+    terminal.keys("]")  # past the end: the last sample, marked
+    terminal.wait_text("end of recording")
+    terminal.keys("q")
+    assert terminal.wait_exit() == "EXIT=0"

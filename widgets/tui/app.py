@@ -226,11 +226,14 @@ class NpuwatchApp(App[None]):
             if replay is None:
                 text.append(f"· every {self.sampler.interval_s:g} s ")
             else:
+                position = replay.position_s
+                state = "⏸" if replay.paused else "■" if position >= replay.duration_s else "▶"
                 text.append(
-                    f"· {'⏸' if replay.paused else '▶'} {_clock(replay.position_s)} / "
-                    f"{_clock(replay.duration_s)} ×{replay.speed:g} ",
+                    f"· {state} {_clock(position)} / {_clock(replay.duration_s)} ×{replay.speed:g} ",
                     style="bold",
                 )
+                if position >= replay.duration_s:
+                    text.append("end of recording ", style="bold dark_orange")
             versions = f"· npu-smi {v.npu_smi or 'n/a'} · CANN {v.cann or 'n/a'}"
             if not self.compact:
                 versions += f" · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'}"
