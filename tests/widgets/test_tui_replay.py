@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import List
 
 import pytest
@@ -24,9 +23,9 @@ from tests.widgets.test_tui_pilot import WIDE, card_lines, drive, text
 def demo_recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     """3 s of the a3 demo, recorded by the real command at 0.25 s steps."""
     path = tmp_path_factory.mktemp("rec") / "a3.ndjson.gz"
+    argv = ["record", str(path), "--demo", "a3", "--interval", "0.25", "--duration", "3"]
     done = subprocess.run(
-        [sys.executable, "-m", "npuwatch", "record", str(path), "--demo", "a3", "--interval", "0.25"]
-        + ["--duration", "3"],
+        [sys.executable, "-m", "npuwatch", *argv],
         capture_output=True,
         text=True,
         timeout=120,
