@@ -1,0 +1,167 @@
+"""The notebook's pure rendering: view model rows, SVG plots and HTML pieces from fixed snapshots."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from html.parser import HTMLParser
+from typing import Dict, List
+
+from npuwatch.alerts import AlertTracker
+from npuwatch.history import History
+from npuwatch.model import Health, MetricNote, MetricStatus
+from npuwatch.widgets import format as fmt
+from npuwatch.widgets.notebook import live_html
+from npuwatch.widgets.notebook.sparkline_svg import downsample, sparkline_svg
+from npuwatch.widgets.notebook.view_model import build_view, chip_row, sample_time
+from tests.widgets.fakes import capture_snapshot
+
+
+class Elements(HTMLParser):
+    """Every element's classes, attributes and text (enough to query an HTML fragment by class)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: List[Dict] = []
+        self._open: List[Dict] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        element = {"tag": tag, "attrs": dict(attrs), "classes": (dict(attrs).get("class") or "").split()}
+        element["text"] = ""
+        self.found.append(element)
+        if tag not in ("circle", "line", "polyline", "br"):
+            self._open.append(element)
+
+    def handle_endtag(self, tag):
+        while self._open:
+            if self._open.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for element in self._open:
+            element["text"] += data
+
+    def by_class(self, name: str) -> List[Dict]:
+        return [e for e in self.found if name in e["classes"]]
+
+
+def _view(snapshot, **kwargs):
+    history = History(60)
+    history.add(snapshot)
+    return build_view(snapshot, history, **kwargs)
+
+
+def test_910b_chip_row_shows_ai_core_hbm_power_against_rating_and_temperature():
+    snapshot = capture_snapshot("001")
+    view = _view(snapshot)
+    row = view.chips[0]
+    assert row.title == "NPU 0 · 910B2"
+    assert row.badge == "✔ OK"
+    assert row.health_class == "ok"
+    cells = {cell.key: cell for cell in row.metrics}
+    chip = snapshot.chips[0]
+    assert cells["util"].label == "AI Core"
+    assert cells["util"].text == f"{chip.aicore_percent}%"
+    assert cells["memory"].label == "HBM"
+    assert cells["memory"].text == f"{chip.hbm_used_mib / 1024:.1f}/{chip.hbm_total_mib / 1024:.1f} GiB"
+    assert cells["power"].text == f"{chip.power_w:.1f}/400 W"  # 910B family rated 400 W
+    assert cells["temperature"].text == f"{chip.temperature_c} °C"
+    assert cells["util"].series == (float(chip.aicore_percent),)
+    assert view.updated == sample_time(snapshot)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", view.updated)
+
+
+def test_310p_shows_ddr_and_the_reason_power_is_na():
+    view = _view(capture_snapshot("044"))
+    cells = {cell.key: cell for cell in view.chips[0].metrics}
+    assert cells["memory"].label == "DDR"
+    assert cells["memory"].text.endswith("GiB")
+    assert cells["power"].text == "n/a"
+    assert cells["power"].level == "na"
+    assert cells["power"].reason == "npu-smi prints 'NA': this chip does not report it"
+
+
+def test_950_shows_npu_util_instead_of_ai_core():
+    view = _view(capture_snapshot("037"))
+    util = view.chips[0].metrics[0]
+    assert util.label == "NPU Util"
+    assert util.text != "n/a"
+
+
+def test_alarm_chip_gets_its_badge_class_and_the_dashboard_alert():
+    snapshot = capture_snapshot("001", health={(3, 0): Health.ALARM})
+    alerts = AlertTracker().update(snapshot)
+    view = _view(snapshot, alerts=alerts)
+    row = next(r for r in view.chips if r.key == (3, 0))
+    assert (row.health_class, row.badge) == ("alarm", "✖ Alarm")
+    assert [a.message for a in view.alerts] == ["NPU 3 Alarm"]
+    assert view.alerts[0].severity == "critical"
+    cards = Elements(live_html.chips_html(view, 60)).by_class("npuwatch-chip")
+    assert len(cards) == 8
+    assert "npuwatch-health-alarm" in cards[3]["classes"]
+    assert "✖ Alarm" in cards[3]["text"]
+    listed = Elements(live_html.alerts_html(view)).by_class("npuwatch-alert")
+    assert "NPU 3 Alarm" in listed[0]["text"]
+    assert "npuwatch-severity-critical" in listed[0]["classes"]
+
+
+def test_no_chips_says_why():
+    snapshot = replace(capture_snapshot("001"), chips=())
+    html = live_html.chips_html(_view(snapshot), 10, "no NPU could be read: npu-smi failed")
+    assert "No NPU chips could be read. no NPU could be read: npu-smi failed" in html
+
+
+def test_stale_value_is_marked_and_explained():
+    snapshot = capture_snapshot("001")
+    chip = snapshot.chips[0]
+    notes = {**chip.notes, "temperature_c": MetricNote(MetricStatus.STALE, "npu-smi timed out after 5 s")}
+    row = chip_row(replace(chip, notes=notes), History(10), 10)
+    assert row.stale
+    temperature = row.metrics[3]
+    assert temperature.reason == "stale: npu-smi timed out after 5 s"
+    assert "STALE" in live_html.chip_html(row, "15 min", 10)
+
+
+def test_numbers_are_visible_text_not_only_svg():
+    snapshot = capture_snapshot("001")
+    view = _view(snapshot, window="15 min")
+    html = live_html.chips_html(view, 60)
+    values = Elements(html).by_class("npuwatch-value")
+    texts = [v["text"] for v in values]
+    assert f"{snapshot.chips[0].temperature_c} °C" in texts
+    assert len(values) == 4 * len(snapshot.chips)
+    assert "<svg" in html and "−15 min" in html and ">now<" in html
+
+
+def test_processes_mark_this_kernel_and_host_line():
+    snapshot = capture_snapshot("001")
+    mine = snapshot.processes[1].pid
+    view = _view(snapshot, my_pid=mine)
+    expected = [p.pid == mine for p in snapshot.processes]
+    assert [p.mine for p in view.processes] == expected
+    html = live_html.processes_html(view.processes)
+    assert "npuwatch-mine" in html and "this kernel" in html
+    host = live_html.host_html(view.host)
+    assert f">{fmt.percent(37.5)}<" in host  # the fixed host's CPU
+    assert "412.0/1536.0 GiB" in host
+
+
+def test_sparkline_breaks_at_gaps_and_labels_its_axes():
+    svg = sparkline_svg([10.0, 20.0, None, 30.0, 40.0], ceiling=100.0, top_label="100%", window="5 min")
+    assert svg.count("<polyline") == 2
+    assert ">100%<" in svg and ">0<" in svg and "−5 min" in svg and ">now<" in svg
+    lone = sparkline_svg([None, 5.0, None])
+    assert "<circle" in lone and "<polyline" not in lone
+    assert "<polyline" not in sparkline_svg([])
+
+
+def test_downsample_keeps_peaks_and_gaps():
+    values = [1.0] * 1000
+    values[500] = 99.0
+    values[900:1000] = [None] * 100
+    out = downsample(values, 100)
+    assert len(out) == 100
+    assert max(v for v in out if v is not None) == 99.0
+    assert out[-1] is None
+    assert downsample([1.0, 2.0], 100) == [1.0, 2.0]

@@ -1,0 +1,288 @@
+"""Provides LiveView: the ``%npuwatch`` ipywidgets tree, updated by setting traits from a sampler thread.
+
+Every widget is created here, on the caller's (the kernel's main) thread; the hub's thread only
+assigns ``.value`` strings, so no comm is opened off the main thread.  The view stops when its
+root widget is closed (from Python or the front-end), on ``stop()``, and at interpreter exit (the
+hub's atexit handler).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, Deque, Dict, Mapping, Optional, Tuple
+
+from npuwatch.alerts import Alert, AlertTracker
+from npuwatch.availability import no_data_reason
+from npuwatch.history import History
+from npuwatch.widgets.notebook import live_html
+from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
+from npuwatch.widgets.notebook.torch_memory import own_memory
+from npuwatch.widgets.notebook.view_model import ViewModel, build_view
+
+if TYPE_CHECKING:
+    from npuwatch.model import Snapshot
+
+JUPYTER_EXTRA_HINT = "pip install 'npuwatch[jupyter]'"
+SAMPLING = "sampling…"
+
+
+def import_ipywidgets() -> Any:
+    """The ipywidgets module, or an ImportError that names the extra to install."""
+    try:
+        import ipywidgets  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise ImportError(
+            f"the npuwatch live view needs ipywidgets: {JUPYTER_EXTRA_HINT} (then restart the kernel)"
+        ) from exc
+    return ipywidgets
+
+
+class LiveView:
+    """A live view of one feed: ``.widget`` (display it), ``.snapshot``, ``.alerts``, ``.stop()``."""
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        *,
+        interval_s: float,
+        history_min: float = 15.0,
+        banner: str = "",
+        hub: Optional[SamplerHub] = None,
+    ) -> None:
+        widgets = import_ipywidgets()
+        self.options = dict(options)
+        self.interval_s = interval_s
+        self.history_min = history_min
+        self.points = max(2, int(history_min * 60.0 / interval_s + 0.5))
+        self.window = f"{history_min:g} min"
+        self.history = History(self.points)
+        self.tracker = AlertTracker()
+        self.snapshot: Optional[Snapshot] = None
+        self.alerts: Tuple[Alert, ...] = ()
+        self.view: Optional[ViewModel] = None
+        self.error: Optional[str] = None
+        self.status = SAMPLING
+        self.updates = 0
+        self._host_cpu: Deque[Optional[float]] = deque(maxlen=self.points)
+        self._lock = threading.RLock()
+        self._first = threading.Event()
+        self._stopped = False
+        self._hub = hub or default_hub()
+
+        html = widgets.HTML
+        source = self._source_label()
+        self.header = html(live_html.header_html("npuwatch", source, SAMPLING))
+        self.updated = html("--:--:--")
+        self.updated.add_class("npuwatch-updated")
+        self.alerts_html = html("")
+        self.chips = html(f'<div class="npuwatch-sampling" style="opacity:0.8">{SAMPLING}</div>')
+        self.host = html("")
+        self.processes = html("", layout=widgets.Layout(max_height="260px", overflow="auto"))
+        self.notes = html("")
+        parts = []
+        if banner:
+            parts.append(html(f'<div class="npuwatch-banner" style="font-size:12px">{_esc(banner)}</div>'))
+        clock = widgets.HBox([html('<span style="opacity:0.7">updated</span>'), self.updated])
+        parts += [
+            widgets.HBox([self.header, clock], layout=widgets.Layout(justify_content="space-between")),
+            self.alerts_html,
+            self.chips,
+            self.host,
+            self.processes,
+            self.notes,
+        ]
+        self.widget = widgets.VBox(parts)
+        self.widget.add_class("npuwatch-live")
+        self.widget.observe(self._on_comm_change, names="comm")
+        self._watch_comm_close()
+        self._subscription: Subscription = self._hub.subscribe(
+            self.options, self._on_snapshot, self._on_error
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def subscription(self) -> Subscription:
+        """This view's place on the shared sampler channel."""
+        return self._subscription
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The sampler thread feeding this view (shared with views of the same options)."""
+        return self._subscription.channel.thread
+
+    @property
+    def running(self) -> bool:
+        """True until ``stop()`` or the widget is closed."""
+        return not self._stopped
+
+    def stop(self) -> None:
+        """Stop updating; the sampler thread ends when no other view uses it.  Never blocks."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self.status = "stopped"
+        self._subscription.cancel()
+        if self.widget.comm is not None:
+            self.header.value = live_html.header_html(self._title(), self._source_label(), self.status)
+
+    def close(self) -> None:
+        """Stop and close the widgets (the output area empties)."""
+        self.stop()
+        for child in self.widget.children:
+            _close_tree(child)
+        self.widget.close()
+
+    def wait_first(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the first snapshot (or error); True when one arrived."""
+        return self._first.wait(timeout_s)
+
+    def _on_comm_change(self, change: Dict[str, Any]) -> None:
+        if change.get("new") is None:  # Widget.close() from Python
+            self.stop()
+
+    def _watch_comm_close(self) -> None:
+        comm = self.widget.comm
+        on_close = getattr(comm, "on_close", None)
+        if on_close is not None:  # the front-end closed the model (cell deleted, page closed)
+            on_close(lambda _message: self.stop())
+
+    # --- updates (on the hub's thread) -----------------------------------------------------------
+
+    def _on_snapshot(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            if self.widget.comm is None:
+                self.stop()
+                return
+            self.history.add(snapshot)
+            self._host_cpu.append(snapshot.host.cpu_percent if snapshot.host is not None else None)
+            self.alerts = self.tracker.update(snapshot)
+            view = build_view(
+                snapshot,
+                self.history,
+                self.alerts,
+                points=self.points,
+                window=self.window,
+                own_memory=own_memory(snapshot.chips),
+                host_cpu_series=tuple(self._host_cpu) if snapshot.host is not None else (),
+                my_pid=os.getpid(),
+            )
+            self.snapshot, self.view, self.error, self.status = snapshot, view, None, "live"
+            self.updates += 1
+            self.header.value = live_html.header_html(view.title, view.source, self.status)
+            self.alerts_html.value = live_html.alerts_html(view)
+            problem = None if snapshot.chips else no_data_reason(snapshot)
+            self.chips.value = live_html.chips_html(view, self.points, problem)
+            self.host.value = live_html.host_html(view.host, view.window, self.points)
+            self.processes.value = live_html.processes_html(view.processes)
+            self.notes.value = live_html.notes_html(view.warnings)
+            self.updated.value = view.updated
+        self._first.set()
+
+    def _on_error(self, message: str) -> None:
+        with self._lock:
+            if self._stopped or self.widget.comm is None:
+                return
+            self.error = message
+            self.status = message if self.snapshot is None else f"{message} (showing the last sample)"
+            self.header.value = live_html.header_html(self._title(), self._source_label(), self.status)
+            if self.snapshot is None:
+                self.chips.value = f'<div class="npuwatch-error" style="color:#c62828">{_esc(message)}</div>'
+        self._first.set()
+
+    def _title(self) -> str:
+        return self.view.title if self.view is not None else "npuwatch"
+
+    def _source_label(self) -> str:
+        if self.view is not None:
+            return self.view.source
+        demo, replay = self.options.get("demo"), self.options.get("replay")
+        if demo:
+            return f"demo:{demo}"
+        if replay:
+            return f"replay:{os.path.basename(str(replay))}"
+        return "npu-smi"
+
+    # --- what a notebook shows ---------------------------------------------------------------------
+
+    def text(self) -> str:
+        """The current frame as plain text (the text/plain fallback)."""
+        from npuwatch.widgets.text import render_snapshot
+
+        with self._lock:
+            snapshot, alerts, status = self.snapshot, self.alerts, self.status
+        if snapshot is None:
+            return f"npuwatch live view ({self._source_label()}): {status}"
+        lines = [render_snapshot(snapshot).rstrip("\n"), ""]
+        lines += [f"⚠ {a.message}: {a.detail}" for a in alerts] or ["no alerts"]
+        when = self.view.updated if self.view else ""
+        return "\n".join(lines) + f"\n(live view {status}; sample time {when})"
+
+    def html(self) -> str:
+        """The current frame as static HTML (the text/html fallback)."""
+        with self._lock:
+            view, status = self.view, self.status
+        if view is None:
+            head = live_html.header_html("npuwatch", self._source_label(), status)
+            return f'<div class="npuwatch-live">{head}</div>'
+        return live_html.page_html(view, status, self.points)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
+        bundle: Dict[str, Any] = {}
+        if self.widget.comm is not None:
+            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = self.text()
+        bundle["text/html"] = self.html()
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<npuwatch LiveView {self._source_label()}: {self.status}, {self.updates} updates>"
+
+    def state(self) -> Dict[str, Any]:
+        """What the view shows, as plain data (tests, and scripts that poll a running view)."""
+        with self._lock:
+            view = self.view
+            chips = []
+            for row in view.chips if view is not None else ():
+                metrics = {cell.key: cell.text for cell in row.metrics}
+                reasons = {cell.key: cell.reason for cell in row.metrics if cell.reason}
+                chips.append(
+                    {
+                        "npu_id": row.key[0],
+                        "chip_id": row.key[1],
+                        "health": row.health,
+                        "metrics": metrics,
+                        "reasons": reasons,
+                        "own_memory": row.own_memory,
+                    }
+                )
+            return {
+                "status": self.status,
+                "updates": self.updates,
+                "updated": self.updated.value,
+                "source": view.source if view is not None else self._source_label(),
+                "chips": chips,
+                "alerts": [alert.message for alert in self.alerts],
+                "root_classes": list(self.widget._dom_classes),
+                "updated_classes": list(self.updated._dom_classes),
+                "chips_html": self.chips.value,
+                "running": self.running,
+                "thread_alive": self.thread.is_alive(),
+            }
+
+
+def _esc(text: str) -> str:
+    from html import escape
+
+    return escape(text)
+
+
+def _close_tree(widget: Any) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()

@@ -1,0 +1,255 @@
+"""Provides the static notebook reports: snapshot table, doctor and self-test, as HTML plus plain text.
+
+Each result object keeps the core record (``.snapshot`` / ``.report``) and renders through
+``_repr_mimebundle_`` with text/html and text/plain, so it needs no widgets and reads the same in
+any front-end or an exported notebook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+
+from npuwatch.history import History
+from npuwatch.widgets.notebook import live_html
+from npuwatch.widgets.notebook.view_model import chip_row, host_row, process_row, sample_time
+
+if TYPE_CHECKING:
+    from npuwatch.doctor.engine import DoctorReport
+    from npuwatch.model import Snapshot
+    from npuwatch.selftest.report import SelftestReport
+
+_STATUS_COLOURS = {
+    "pass": "#2e7d32",
+    "warn": "#ef6c00",
+    "fail": "#c62828",
+    "error": "#8e24aa",
+    "skip": "#757575",
+    "not_run": "#9e9e9e",
+}
+_STATUS_MARKS = {"pass": "✔", "warn": "▲", "fail": "✘", "error": "!", "skip": "–", "not_run": "·"}
+_TD = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
+
+
+def status_html(status: str) -> str:
+    """A doctor or self-test status as a coloured mark and word."""
+    colour = _STATUS_COLOURS.get(status, "inherit")
+    mark = _STATUS_MARKS.get(status, "?")
+    return (
+        f'<span class="npuwatch-status-{escape(status)}" style="color:{colour};font-weight:600;'
+        f'white-space:nowrap">{mark} {escape(status)}</span>'
+    )
+
+
+def _row(cells: Sequence[str], tag: str = "td") -> str:
+    return "<tr>" + "".join(f'<{tag} style="{_TD}">{cell}</{tag}>' for cell in cells) + "</tr>"
+
+
+def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
+    """One sample as a static table: a row per chip, then host, processes, n/a reasons, warnings.
+
+    ``problem`` says why the sample holds no NPU data (``availability.no_data_reason``).
+    """
+    empty = History(1)
+    rows = []
+    reasons: List[str] = []
+    for chip in sorted(snapshot.chips, key=lambda c: c.identity.key):
+        row = chip_row(chip, empty, 1)
+        cells = [
+            escape(str(chip.identity.npu_id)),
+            escape(str(chip.identity.chip_id)),
+            escape(chip.identity.name or "n/a"),
+            escape(chip.identity.bus_id or "n/a"),
+            live_html.badge_html(row.health_class, row.badge),
+        ]
+        for cell in row.metrics:
+            title = f' title="{escape(cell.reason)}"' if cell.reason else ""
+            cells.append(
+                f'<span class="npuwatch-value npuwatch-level-{cell.level}" data-metric="{cell.key}"{title}>'
+                f"{escape(cell.text)}</span> <small>{escape(cell.label)}</small>"
+            )
+            if cell.reason:
+                reasons.append(f"{row.title.split(' · ')[0]} {cell.label}: {cell.reason}")
+        rows.append(
+            _row(cells).replace("<tr>", f'<tr class="npuwatch-chip npuwatch-health-{row.health_class}">')
+        )
+    header = _row(["NPU", "Chip", "Name", "Bus-Id", "Health", "Util", "Memory", "Power", "Temp"], "th")
+    table = (
+        f'<table class="npuwatch-snapshot" style="border-collapse:collapse;font-size:12px">{header}'
+        f"{''.join(rows)}</table>"
+        if rows
+        else "<p>No NPU chips could be read.</p>"
+    )
+    if problem:
+        table += f'<p class="npuwatch-problem" style="color:#c62828">{escape(problem)}</p>'
+    host = live_html.host_html(None if snapshot.host is None else host_row(snapshot.host))
+    processes = live_html.processes_html(process_row(p) for p in snapshot.processes)
+    notes = "".join(f"<li>{escape(r)}</li>" for r in dict.fromkeys(reasons))
+    notes_block = (
+        f'<div style="font-size:11px;opacity:0.8">Not reported:<ul>{notes}</ul></div>' if notes else ""
+    )
+    title = (
+        f"<b>npuwatch snapshot</b> · {escape(snapshot.source)} · "
+        f'<span class="npuwatch-updated">{escape(sample_time(snapshot))}</span>'
+    )
+    return (
+        f'<div class="npuwatch-report npuwatch-snapshot-report" style="font-family:{live_html.FONT}">'
+        f"<div>{title}</div>{table}{host}{processes}{notes_block}"
+        f"{live_html.notes_html(snapshot.warnings)}</div>"
+    )
+
+
+@dataclass(frozen=True)
+class SnapshotResult:
+    """``%npuwatch snapshot``: the Snapshot, shown as an HTML table (and the CLI's text)."""
+
+    snapshot: Snapshot
+    problem: Optional[str] = None  # why no NPU could be read, with the next step
+
+    def text(self) -> str:
+        """The plain-text report, as ``npuwatch snapshot`` prints it."""
+        from npuwatch.widgets.text import render_snapshot
+
+        text = render_snapshot(self.snapshot)
+        return text + (f"\nnpuwatch: {self.problem}\n" if self.problem else "")
+
+    def html(self) -> str:
+        """The HTML table."""
+        return snapshot_html(self.snapshot, self.problem)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, str]:
+        return {"text/plain": self.text(), "text/html": self.html()}
+
+
+def doctor_html(report: DoctorReport, title: str) -> str:
+    """The doctor's results grouped hardware → container, each with its status, summary and fix."""
+    from npuwatch.widgets.doctor_text import summary_line
+
+    sections: Dict[str, List[str]] = {}
+    for result in report.results:
+        hint = ""
+        if result.hint:
+            hint = f'<div class="npuwatch-hint">→ fix: <code>{escape(result.hint)}</code></div>'
+        details = ""
+        if result.details:
+            shown = "".join(f"<li><code>{escape(d)}</code></li>" for d in result.details)
+            opened = " open" if result.status.value in ("fail", "error") else ""
+            details = f"<details{opened}><summary>details</summary><ul>{shown}</ul></details>"
+        cells = [status_html(result.status.value), f"<code>{escape(result.id)}</code>"]
+        cells.append(f"{escape(result.summary)}{hint}{details}")
+        row = _row(cells).replace("<tr>", f'<tr class="npuwatch-check npuwatch-check-{result.status.value}">')
+        sections.setdefault(result.group.value, []).append(row)
+    blocks = []
+    if not report.has_hardware:
+        blocks.append("<p>No Ascend NPU was found on this machine: the checks that need one are skipped.</p>")
+    for group, rows in sections.items():
+        blocks.append(
+            f'<h4 style="margin:6px 0 2px">{escape(group[:1].upper() + group[1:])}</h4>'
+            f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>'
+        )
+    verdict = escape(summary_line(report))
+    return (
+        f'<div class="npuwatch-report npuwatch-doctor" style="font-family:{live_html.FONT}">'
+        f"<b>{escape(title)}</b>{''.join(blocks)}"
+        f'<p class="npuwatch-verdict"><b>{verdict}</b></p></div>'
+    )
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """``%npuwatch doctor``: the DoctorReport with the machine it examined."""
+
+    report: DoctorReport
+    title: str
+    about: Mapping[str, Any]
+
+    @property
+    def exit_code(self) -> int:
+        """0 all pass, 1 warnings, 2 failures (as the CLI exits)."""
+        return self.report.exit_code
+
+    def text(self) -> str:
+        """The CLI's text report."""
+        from npuwatch.widgets.doctor_text import render_doctor
+
+        return render_doctor(self.report, title=self.title)
+
+    def html(self) -> str:
+        """The HTML report."""
+        return doctor_html(self.report, self.title)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, str]:
+        return {"text/plain": self.text(), "text/html": self.html()}
+
+
+def selftest_html(report: SelftestReport) -> str:
+    """Per device: its verdict and each step's status, time and detail; failures with their fix."""
+    from npuwatch.probes.runtime.protocol import StepStatus
+    from npuwatch.selftest.render import verdict_line
+
+    blocks = []
+    for run in report.runs:
+        name = "no device" if run.device is None else f"device {run.device}"
+        rows = []
+        for step in run.steps:
+            if step.status is StepStatus.NOT_RUN:
+                continue
+            took = "" if step.duration_s is None else f"{step.duration_s * 1e3:.0f} ms"
+            detail = escape(step.detail)
+            error = step.error
+            if error is not None and step.status is not StepStatus.PASS:
+                meaning = (
+                    f"{error.code} {error.name}: {error.meaning}" if error.code is not None else error.meaning
+                )
+                if meaning:
+                    detail += f"<div>{escape(meaning)}</div>"
+                if error.fix:
+                    detail += f'<div class="npuwatch-hint">→ fix: <code>{escape(error.fix)}</code></div>'
+            rows.append(_row([status_html(step.status.value), escape(step.step.title), took, detail]))
+        problem = f"<p>{escape(run.problem)}</p>" if run.problem else ""
+        blocks.append(
+            f'<h4 style="margin:6px 0 2px">{escape(name)} {status_html(run.status.value)} '
+            f"<small>{run.duration_s:.2f} s</small></h4>"
+            f'<table style="border-collapse:collapse;font-size:12px">{"".join(rows)}</table>{problem}'
+        )
+    notes = "".join(f"<p>note: {escape(n)}</p>" for n in report.notes)
+    return (
+        f'<div class="npuwatch-report npuwatch-selftest" style="font-family:{live_html.FONT}">'
+        f"<b>npuwatch selftest</b> · level {escape(report.level)}{''.join(blocks)}{notes}"
+        f'<p class="npuwatch-verdict"><b>{escape(verdict_line(report))}</b></p></div>'
+    )
+
+
+def progress_html(steps: Mapping[int, str]) -> str:
+    """The self-test's progress while it runs: the step each device is at."""
+    items = "".join(f"<li>device {d}: {escape(step)} …</li>" for d, step in sorted(steps.items()))
+    return (
+        f'<div class="npuwatch-progress" style="font-family:{live_html.FONT};font-size:12px">'
+        f"<b>npuwatch selftest running…</b><ul>{items}</ul></div>"
+    )
+
+
+@dataclass(frozen=True)
+class SelftestResult:
+    """``%npuwatch selftest``: the SelftestReport."""
+
+    report: SelftestReport
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 skipped or warnings, 2 failures (as the CLI exits)."""
+        return self.report.exit_code
+
+    def text(self) -> str:
+        """The CLI's text report."""
+        from npuwatch.selftest.render import render_report
+
+        return render_report(self.report)
+
+    def html(self) -> str:
+        """The HTML report."""
+        return selftest_html(self.report)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, str]:
+        return {"text/plain": self.text(), "text/html": self.html()}

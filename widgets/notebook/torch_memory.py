@@ -1,0 +1,111 @@
+"""Provides own_memory(): this kernel's torch_npu allocator figures, mapped onto npu-smi's chips.
+
+"How much of this HBM is mine?"  Only when the kernel has already imported ``torch_npu`` (it is
+never imported here: importing it initialises CANN, which takes seconds and device memory).
+
+Device mapping: a torch device index is the runtime's *logical* device, i.e. the position in
+``ASCEND_RT_VISIBLE_DEVICES`` when that is set (``npu:0`` is the first ID listed), else the logic
+ID itself.  npu-smi's ``-m`` mapping gives each chip its logic ID (``ChipIdentity.logic_id``);
+where it is missing, chips in (NPU ID, chip ID) order are taken as logic IDs 0, 1, … — the order
+the driver numbers them in.  Inside a container the runtime and npu-smi both see only the mounted
+chips, numbered from 0, so the same rule holds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from npuwatch.model import ChipSample
+from npuwatch.widgets import format as fmt
+
+ChipKey = Tuple[int, int]
+
+
+@dataclass(frozen=True)
+class OwnMemory:
+    """One torch device's caching-allocator figures in this process."""
+
+    torch_device: int
+    allocated_bytes: int
+    reserved_bytes: int
+
+    def text(self) -> str:
+        """``npu:0 · 1.5 GiB allocated · 2.0 GiB reserved (torch_npu)``."""
+        return (
+            f"npu:{self.torch_device} · {fmt.bytes_iec(self.allocated_bytes)} allocated · "
+            f"{fmt.bytes_iec(self.reserved_bytes)} reserved (torch_npu)"
+        )
+
+
+def _share(figure: OwnMemory, chip: ChipSample) -> str:
+    """`` · 4% of the HBM in use``: how much of what npu-smi shows is this kernel's."""
+    used_mib = chip.hbm_used_mib if chip.hbm_total_mib else chip.memory_used_mib
+    if not used_mib:
+        return ""
+    share = figure.reserved_bytes / (used_mib * 2**20)
+    memory = "HBM" if chip.hbm_total_mib else "memory"
+    return f" · {share:.0%} of the {memory} in use"
+
+
+def torch_npu_loaded() -> bool:
+    """Whether this process has imported torch_npu (we never import it ourselves)."""
+    return "torch_npu" in sys.modules
+
+
+def logic_ids(device_count: int, environ: Optional[Mapping[str, str]] = None) -> Dict[int, int]:
+    """torch device index → logic ID, as ``ASCEND_RT_VISIBLE_DEVICES`` maps them (CANN's reading)."""
+    env = os.environ if environ is None else environ
+    value = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if value is None:
+        return {i: i for i in range(device_count)}
+    from npuwatch.doctor.checks.visible_devices import parse_rt_visible
+
+    listed = parse_rt_visible(value).read
+    return {i: listed[i] for i in range(min(device_count, len(listed)))}
+
+
+def chip_for_logic(chips: Sequence[ChipSample], logic: int) -> Optional[ChipSample]:
+    """The chip whose logic ID is ``logic``; by (NPU, chip) order when npu-smi gave no logic IDs."""
+    if any(chip.identity.logic_id is not None for chip in chips):
+        return next((chip for chip in chips if chip.identity.logic_id == logic), None)
+    ordered = sorted(chips, key=lambda chip: chip.identity.key)
+    return ordered[logic] if 0 <= logic < len(ordered) else None
+
+
+def read_own_memory(npu: Any) -> Dict[int, OwnMemory]:
+    """Allocator figures of every device ``npu`` (``torch.npu``) knows; {} when it cannot tell."""
+    try:
+        count = int(npu.device_count())
+        initialised = getattr(npu, "is_initialized", None)
+        if initialised is not None and not initialised():
+            # Nothing allocated yet, and asking must not be what initialises the runtime.
+            return {i: OwnMemory(i, 0, 0) for i in range(count)}
+        return {
+            i: OwnMemory(i, int(npu.memory_allocated(i)), int(npu.memory_reserved(i))) for i in range(count)
+        }
+    except Exception:  # a broken runtime must not break the view: the figures are a bonus
+        return {}
+
+
+def own_memory(
+    chips: Sequence[ChipSample], environ: Optional[Mapping[str, str]] = None
+) -> Dict[ChipKey, str]:
+    """This kernel's allocator figures by chip key, as display text; {} without torch_npu."""
+    if not torch_npu_loaded():
+        return {}
+    torch = sys.modules.get("torch")
+    npu = getattr(torch, "npu", None)
+    if npu is None:
+        return {}
+    figures = read_own_memory(npu)
+    mapping = logic_ids(len(figures), environ)
+    found: Dict[ChipKey, str] = {}
+    for index, figure in figures.items():
+        logic = mapping.get(index)
+        chip = None if logic is None else chip_for_logic(chips, logic)
+        if chip is not None:
+            found[chip.identity.key] = figure.text() + _share(figure, chip)
+    return found
