@@ -41,4 +41,8 @@ def __getattr__(name: str) -> Any:
         from npuwatch.sampler import Sampler
 
         return Sampler
+    if name == "notebook":  # `npuwatch.notebook.show()` after a plain `import npuwatch`
+        import importlib
+
+        return importlib.import_module("npuwatch.notebook")
     raise AttributeError(f"module 'npuwatch' has no attribute {name!r}")
