@@ -171,7 +171,12 @@ def _run(line: str) -> Any:
     if command == "snapshot":
         return notebook.snapshot(**source)
     history = args.history if args.history is not None else notebook.DEFAULT_HISTORY_MIN
-    return notebook.show(**source, interval_s=getattr(args, "interval", None), history_min=history)
+    return notebook.show(
+        **source,
+        interval_s=getattr(args, "interval", None),
+        speed=getattr(args, "speed", None),
+        history_min=history,
+    )
 
 
 def _doctor(args: argparse.Namespace, source: Dict[str, Any]) -> Any:

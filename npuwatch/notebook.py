@@ -74,6 +74,7 @@ def feed_options(
     devices: Devices = None,
     interval_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
+    speed: Optional[float] = None,
 ) -> Dict[str, Any]:
     """``build_sampler`` keywords from the shared options, checked as the CLI checks them.
 
@@ -95,6 +96,7 @@ def feed_options(
         devices=_devices(devices),
         interval=_positive("interval_s", interval_s),
         timeout=_positive("timeout_s", timeout_s),
+        speed=_positive("speed", speed),
     )
     try:
         options = sampler_options(namespace)
@@ -114,6 +116,7 @@ def show(
     devices: Devices = None,
     interval_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
+    speed: Optional[float] = None,
     history_min: float = DEFAULT_HISTORY_MIN,
     wait_s: float = FIRST_SAMPLE_WAIT_S,
     hub: Optional[SamplerHub] = None,
@@ -139,6 +142,7 @@ def show(
         devices=devices,
         interval_s=interval_s,
         timeout_s=timeout_s,
+        speed=speed,
     )
     options, banner = demo_fallback(options)
     view = LiveView(

@@ -56,6 +56,24 @@ def test_live_demo_view_shows_the_demo_numbers(ip, frozen):
     wait_for(lambda: not view.thread.is_alive(), "the sampler thread to end")
 
 
+def test_a_recording_replays_in_the_view_with_its_values(ip, tmp_path):
+    from npuwatch.recording import read_recording
+
+    path = tmp_path / "a3.ndjson.gz"
+    argv = ["record", str(path), "--demo", "a3", "--interval", "0.2", "--duration", "1"]
+    done = subprocess.run([sys.executable, "-m", "npuwatch", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    first = read_recording(path).snapshots[0]
+    view = ip.run_line_magic("npuwatch", f"--replay {path} --speed 0.01")
+    wait_for(lambda: view.updates >= 1, "the first replayed snapshot")
+    state = view.state()
+    assert state["source"] == "replay:a3.ndjson.gz"
+    assert len(state["chips"]) == 16
+    for shown, chip in zip(state["chips"], first.chips):
+        assert shown["metrics"]["temperature"] == f"{chip.temperature_c} °C"
+    view.stop()
+
+
 def test_two_magic_views_share_one_sampler_and_stop_ends_both(ip, capsys):
     first = ip.run_line_magic("npuwatch", "--demo a3 --interval 0.2")
     second = ip.run_line_magic("npuwatch", "--interval 0.2 --demo a3")
