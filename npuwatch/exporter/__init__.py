@@ -1,0 +1,1 @@
+"""Provides ``npuwatch serve``: a Prometheus exporter with npu-exporter's metric names (DESIGN §2.4)."""

@@ -1,0 +1,162 @@
+"""Provides the ``npuwatch serve`` sub-command: ``--listen``, start-up line, signals, clean exit."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from npuwatch.option_values import env_seconds
+from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9492
+DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+_LISTEN_FORMS = "give HOST:PORT, e.g. 127.0.0.1:9492, 0.0.0.0:9492, [::1]:9492, or :9492 for every interface"
+
+
+class ServeUsageError(ValueError):
+    """A malformed ``--listen`` or contradicting options: the CLI's exit 64."""
+
+
+@dataclass(frozen=True)
+class ListenAddress:
+    """Where to listen: ``host`` ``""`` means every interface; port 0 picks a free one."""
+
+    host: str
+    port: int
+
+    @property
+    def display(self) -> str:
+        """The address as ``--listen`` spells it."""
+        if ":" in self.host:
+            return f"[{self.host}]:{self.port}"
+        return f"{self.host}:{self.port}"
+
+
+def parse_listen(text: str) -> ListenAddress:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (every interface); ``ServeUsageError`` otherwise."""
+    value = text.strip()
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        raise ServeUsageError(f"--listen {text!r}: no port; {_LISTEN_FORMS}")
+    if host.startswith("[") or host.endswith("]"):
+        if not (host.startswith("[") and host.endswith("]")):
+            raise ServeUsageError(f"--listen {text!r}: unbalanced brackets; {_LISTEN_FORMS}")
+        host = host[1:-1]
+        if not _is_ipv6(host):
+            raise ServeUsageError(f"--listen {text!r}: {host!r} is not an IPv6 address; {_LISTEN_FORMS}")
+    elif ":" in host:
+        raise ServeUsageError(f"--listen {text!r}: put an IPv6 address in brackets, e.g. [::1]:9492")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ServeUsageError(f"--listen {text!r}: the port must be a number from 0 to 65535")
+    if any(c.isspace() for c in host):
+        raise ServeUsageError(f"--listen {text!r}: the host has a space; {_LISTEN_FORMS}")
+    return ListenAddress(host, int(port_text))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``serve``'s own option (the shared data-source options come from the main parser)."""
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to listen (default {DEFAULT_LISTEN}, this machine only; 0.0.0.0:{DEFAULT_PORT} or "
+        f":{DEFAULT_PORT} for every interface, [::1]:{DEFAULT_PORT} for IPv6)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or SIGINT; 0 then, 1 when the address cannot be bound."""
+    listen_text = getattr(args, "listen", None)
+    listen = parse_listen(DEFAULT_LISTEN if listen_text is None else listen_text)
+    timeout_s: Optional[float] = getattr(args, "timeout", None)
+    if timeout_s is None:
+        try:
+            timeout_s = env_seconds(os.environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+        except ValueError as exc:
+            raise ServeUsageError(str(exc)) from exc
+    try:
+        from npuwatch.exporter.server import Exporter
+    except ImportError as exc:
+        print(
+            f"npuwatch: serve needs the prometheus-client package ({exc}); "
+            "install it with: pip install 'npuwatch[exporter]'",
+            file=sys.stderr,
+        )
+        return 1
+    from npuwatch.sampler_options import open_feed
+
+    feed = open_feed(args)  # SamplerUsageError: exit 64 through the CLI
+    try:
+        try:
+            exporter = Exporter(
+                feed, listen.host, listen.port, timeout_s=timeout_s, devices=getattr(args, "devices", None)
+            )
+        except OSError as exc:
+            print(f"npuwatch: cannot listen on {listen.display}: {_bind_problem(exc)}", file=sys.stderr)
+            return 1
+        stop = threading.Event()
+        with _SignalStop(stop), exporter:
+            every = " (every interface)" if listen.host == "" else ""
+            print(
+                f"npuwatch serve: listening on {exporter.url}{every} for /metrics /healthz /snapshot; "
+                f"source {feed.label}, sampling every {feed.interval_s:g} s",
+                flush=True,
+            )
+            while not stop.wait(0.5):
+                pass
+    finally:
+        feed.close()
+    return 0
+
+
+class _SignalStop:
+    """SIGTERM and SIGINT set ``stop`` (the main loop then shuts down and exits 0); restored after."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.previous: Dict[int, Any] = {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals reach only the main thread; a caller elsewhere stops us otherwise
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, _signum: int, _frame: Any) -> None:
+        self.stop.set()
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous)
+        self.previous.clear()
+
+
+def _bind_problem(exc: OSError) -> str:
+    """What went wrong with the bind, in words, and what to do."""
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host ({exc.strerror or exc}); {_LISTEN_FORMS}"
+    reason = exc.strerror or str(exc)
+    hints = {
+        errno.EADDRINUSE: "another program listens there (another npuwatch serve or npu-exporter?); "
+        "choose another port with --listen",
+        errno.EADDRNOTAVAIL: "no interface of this machine has that address",
+        errno.EACCES: "ports below 1024 need root; choose a higher port",
+    }
+    hint = hints.get(exc.errno or 0)
+    return f"{reason} ({hint})" if hint else reason
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6, text)
+    except (OSError, ValueError):
+        return False
+    return True

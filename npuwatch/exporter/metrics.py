@@ -1,0 +1,271 @@
+"""Provides the Prometheus exposition of a Snapshot with npu-exporter's names (DESIGN §2.4): pure, no I/O.
+
+Names, labels and value conventions follow Huawei MindCluster npu-exporter
+(``component/npu-exporter/collector/metrics/collector_for_npu.go`` and ``common_utils.go`` in
+Ascend/mind-cluster), so dashboards written for it work unchanged.  Where npuwatch differs:
+
+* A metric npu-smi did not report (``None``) is left out for that chip: never NaN, never a fake 0.
+  A memory pair whose total is 0 (910B prints DDR as ``0 / 0``) is left out too: it is a
+  placeholder, and a used/total panel would divide by zero.
+* ``npu_chip_info_health_status`` is 1 for OK and 0 for Warning, Alarm or Critical (npu-exporter's
+  ``getHealth``: any non-zero DCMI health is unhealthy); Unknown is -1, what npu-exporter puts on the
+  wire when DCMI fails (``getHealthCode`` gives ``FailedValue``, which ``doUpdateMetric`` turns
+  into ``FailedMetricValue`` -1), so ``npu_chip_info_health_status != 1`` catches every chip
+  that is not known to be healthy.
+* The 950 prints ``NPU Util`` instead of AI Core: it becomes ``npu_chip_info_overall_utilization``,
+  the name npu-exporter gives DCMI's NPU utilization (``collectUtilCommon``), and
+  ``npu_chip_info_utilization`` (AI Core) is left out there.
+* No ``node``/``host`` label: Prometheus adds ``instance`` to every scraped series, and an extra
+  label would break queries written for npu-exporter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from npuwatch import __version__
+from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, Snapshot
+
+#: Labels of every per-chip series: npu-exporter's card labels that npu-smi can fill, plus
+#: npu-smi's own IDs (``npu_id`` can be 2048+ or sparse, so it is not the same as ``id``).
+CHIP_LABELS: Tuple[str, ...] = ("id", "model_name", "pcie_bus_info", "npu_id", "chip_id")
+#: npu-exporter's process labels add ``process_id`` (and container labels npu-smi cannot know).
+PROCESS_LABELS: Tuple[str, ...] = (*CHIP_LABELS, "process_id", "process_name")
+
+HEALTH_CODES: Mapping[Health, int] = {
+    Health.OK: 1,
+    Health.WARNING: 0,
+    Health.ALARM: 0,
+    Health.CRITICAL: 0,
+    Health.UNKNOWN: -1,
+}
+
+#: (metric name, ChipSample field, help) for the plain per-chip gauges.
+_CHIP_GAUGES: Tuple[Tuple[str, str, str], ...] = (
+    ("npu_chip_info_temperature", "temperature_c", "the npu temperature, unit is 'C'"),
+    ("npu_chip_info_power", "power_w", "the npu power, unit is 'W'"),
+    ("npu_chip_info_utilization", "aicore_percent", "the ai core utilization, unit is '%'"),
+    (
+        "npu_chip_info_overall_utilization",
+        "npu_util_percent",
+        "the overall utilization of npu (NPU Util, which the 950 prints instead of AI Core), unit is '%'",
+    ),
+)
+#: (used name, total name, used field, total field, memory kind) — npu-smi's "MB" are MiB.
+_MEMORY_PAIRS: Tuple[Tuple[str, str, str, str, str], ...] = (
+    (
+        "npu_chip_info_hbm_used_memory",
+        "npu_chip_info_hbm_total_memory",
+        "hbm_used_mib",
+        "hbm_total_mib",
+        "hbm",
+    ),
+    ("npu_chip_info_used_memory", "npu_chip_info_total_memory", "memory_used_mib", "memory_total_mib", "ddr"),
+)
+
+
+@dataclass(frozen=True)
+class ExporterView:
+    """What ``/metrics`` shows: the latest sample (``None`` before the first) and the sampler's record."""
+
+    snapshot: Optional[Snapshot] = None
+    sample_duration_s: Optional[float] = None  # how long the latest ``sample()`` took
+    sample_error: Optional[str] = None  # the latest ``sample()`` raised this instead
+    probe_errors: Mapping[str, int] = field(default_factory=dict)  # non-OK reports per probe, since start
+
+    @property
+    def up(self) -> bool:
+        """Whether the latest npu-smi read succeeded."""
+        snapshot = self.snapshot
+        if snapshot is None or self.sample_error is not None:
+            return False
+        report = snapshot.probe("npu-smi")
+        if report is None:  # a replayed recording may carry no probe reports: its chips say it
+            return bool(snapshot.chips)
+        return report.status is MetricStatus.OK
+
+
+def chip_id_label(identity: ChipIdentity) -> str:
+    """The ``id`` label: the chip's physical ID as npu-exporter gives it, or the best stand-in.
+
+    npu-exporter v6 labels ``id`` with the chip's ``PhyId`` (``collectCardLabelValue`` in
+    ``collector/metrics/common_utils.go``); npu-smi prints it only on A3 (``Phy-ID``).  Elsewhere
+    the logic ID (``npu-smi info -m``; equal to the physical ID outside containers that remap
+    devices), then the 310 family's ``Device`` column, then the NPU ID (``3``, or ``3-1`` for a
+    second chip) so that ``id`` always names one chip.
+    """
+    for value in (identity.phy_id, identity.logic_id, identity.device_id):
+        if value is not None:
+            return str(value)
+    return str(identity.npu_id) if identity.chip_id == 0 else f"{identity.npu_id}-{identity.chip_id}"
+
+
+def chip_labels(identity: ChipIdentity) -> List[str]:
+    """The values of ``CHIP_LABELS`` for one chip (a missing name or Bus-Id is an empty label)."""
+    return [
+        chip_id_label(identity),
+        identity.name or "",
+        identity.bus_id or "",
+        str(identity.npu_id),
+        str(identity.chip_id),
+    ]
+
+
+def snapshot_families(snapshot: Snapshot) -> List[Metric]:
+    """The npu-exporter families of one snapshot: machine counts, per-chip gauges, processes."""
+    chips = snapshot.chips
+    out: List[Metric] = [
+        GaugeMetricFamily("machine_npu_nums", "Amount of npu installed on the machine.", len(chips)),
+        GaugeMetricFamily(
+            "machine_healthy_npu_nums",
+            "Amount of npu whose health is OK.",
+            sum(1 for c in chips if c.health is Health.OK),
+        ),
+        GaugeMetricFamily(
+            "machine_unhealthy_npu_nums",
+            "Amount of npu whose health is Warning, Alarm or Critical.",
+            sum(1 for c in chips if HEALTH_CODES[c.health] == 0),
+        ),
+        GaugeMetricFamily(
+            "machine_unknown_npu_nums",
+            "Amount of npu whose health could not be read.",
+            sum(1 for c in chips if c.health is Health.UNKNOWN),
+        ),
+    ]
+    health = GaugeMetricFamily(
+        "npu_chip_info_health_status",
+        "the npu health status: 1 healthy (OK), 0 unhealthy (Warning/Alarm/Critical), -1 unknown",
+        labels=CHIP_LABELS,
+    )
+    for chip in chips:
+        health.add_metric(chip_labels(chip.identity), HEALTH_CODES[chip.health])
+    out.append(health)
+    for name, attribute, help_text in _CHIP_GAUGES:
+        out.append(_chip_gauge(name, help_text, chips, attribute))
+    for used_name, total_name, used, total, kind in _MEMORY_PAIRS:
+        shown = [c for c in chips if getattr(c, total)]  # None or a 0 placeholder: left out
+        out.append(_chip_gauge(used_name, f"the npu {kind} used memory, unit is 'MB'", shown, used))
+        out.append(_chip_gauge(total_name, f"the npu {kind} total memory, unit is 'MB'", shown, total))
+    out.append(_process_family(snapshot))
+    return out
+
+
+def own_families(view: ExporterView) -> List[Metric]:
+    """npuwatch's own health: up, how long the sample took, probe errors, when it was taken."""
+    out: List[Metric] = [
+        GaugeMetricFamily(
+            "npuwatch_up", "1 when the latest npu-smi read succeeded, else 0.", 1 if view.up else 0
+        )
+    ]
+    if view.sample_duration_s is not None:
+        out.append(
+            GaugeMetricFamily(
+                "npuwatch_scrape_duration_seconds",
+                "How long the latest sample of the NPUs took (scrapes only read it).",
+                view.sample_duration_s,
+            )
+        )
+    errors = CounterMetricFamily(
+        "npuwatch_probe_errors",
+        "Probe reports with a status other than ok (timeout, error, permission, …) since start.",
+        labels=("probe",),
+    )
+    for probe, count in sorted(view.probe_errors.items()):
+        errors.add_metric([probe], count)
+    out.append(errors)
+    snapshot = view.snapshot
+    if snapshot is not None:
+        out.append(
+            GaugeMetricFamily(
+                "npuwatch_last_sample_timestamp_seconds",
+                "When the latest sample was taken, in seconds since the epoch.",
+                snapshot.taken_at.timestamp(),
+            )
+        )
+        info = GaugeMetricFamily(
+            "npuwatch_info",
+            "npuwatch's version and the source it reads, with value 1.",
+            labels=("version", "source", "npu_smi_version", "driver_version"),
+        )
+        versions = snapshot.versions
+        info.add_metric([__version__, snapshot.source, versions.npu_smi or "", versions.driver or ""], 1)
+        out.append(info)
+    return out
+
+
+class ViewCollector:
+    """A prometheus_client Collector over one ExporterView."""
+
+    def __init__(self, view: ExporterView) -> None:
+        self.view = view
+
+    def collect(self) -> Iterator[Metric]:
+        """npuwatch's own families, then the snapshot's (none before the first sample)."""
+        yield from own_families(self.view)
+        if self.view.snapshot is not None:
+            yield from snapshot_families(self.view.snapshot)
+
+
+class _AgeCollector:
+    def __init__(self, age_s: Optional[float]) -> None:
+        self.age_s = age_s
+
+    def collect(self) -> Iterator[Metric]:
+        if self.age_s is not None:
+            yield GaugeMetricFamily(
+                "npuwatch_sample_age_seconds",
+                "Seconds since the latest sample was taken, at the time of this scrape.",
+                self.age_s,
+            )
+
+
+def render(view: ExporterView) -> bytes:
+    """The text exposition of ``view`` (rendered once per sample; scrapes serve these bytes)."""
+    return _render(ViewCollector(view))
+
+
+def render_age(age_s: Optional[float]) -> bytes:
+    """The one family that changes between samples: appended to the cached bytes at each scrape."""
+    return _render(_AgeCollector(age_s))
+
+
+def _render(collector: Union[ViewCollector, _AgeCollector]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry)
+
+
+def _chip_gauge(name: str, help_text: str, chips: Sequence[ChipSample], metric: str) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, help_text, labels=CHIP_LABELS)
+    for chip in chips:
+        value = chip.metric(metric)
+        if value is not None:
+            family.add_metric(chip_labels(chip.identity), float(value))
+    return family
+
+
+def _process_family(snapshot: Snapshot) -> GaugeMetricFamily:
+    """``npu_chip_info_process_info``: NPU memory (MB) per process; a PID listed twice on a chip is summed."""
+    family = GaugeMetricFamily(
+        "npu_chip_info_process_info",
+        "the npu process info, unit is 'MB': the NPU memory each process holds",
+        labels=PROCESS_LABELS,
+    )
+    chips = {c.identity.key: c.identity for c in snapshot.chips}
+    memory: Dict[Tuple[int, int, int], float] = {}
+    names: Dict[Tuple[int, int, int], str] = {}
+    for process in snapshot.processes:
+        key = (process.npu_id, process.chip_id, process.pid)
+        if process.npu_memory_mib is None or (process.npu_id, process.chip_id) not in chips:
+            continue
+        memory[key] = memory.get(key, 0.0) + process.npu_memory_mib
+        names.setdefault(key, process.name or "")
+    for (npu_id, chip_id, pid), mib in memory.items():
+        labels = chip_labels(chips[(npu_id, chip_id)])
+        family.add_metric([*labels, str(pid), names[(npu_id, chip_id, pid)]], mib)
+    return family
