@@ -27,10 +27,38 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
         "from npuwatch.doctor.registry import all_checks; all_checks()",
         "import npuwatch.selftest, npuwatch.selftest.command, npuwatch.probes.runtime.child",
         "import npuwatch.health, npuwatch.check_command, npuwatch.polling_pause",
+        "import npuwatch.exporter.metrics, npuwatch.exporter.server, npuwatch.exporter.command",
+        "import npuwatch.recording, npuwatch.replay, npuwatch.record_command, npuwatch.sampler_options",
+        "import npuwatch.notebook",
     ],
 )
 def test_headless_modules_load_no_ui_library(statement):
     code = f"{statement}; import sys; print([m for m in {UI_MODULES!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import npuwatch.jupyter, npuwatch.widgets.notebook.live_view, npuwatch.widgets.notebook.reports",
+        "from npuwatch import notebook; notebook.snapshot(demo=True)",
+    ],
+)
+def test_the_notebook_modules_load_no_textual(statement):
+    code = f"{statement}; import sys; print([m for m in ('textual',) if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import npuwatch.widgets.tui.app",
+    ],
+)
+def test_the_dashboard_loads_no_ipywidgets(statement):
+    code = f"{statement}; import sys; print([m for m in ('ipywidgets', 'IPython') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
 
