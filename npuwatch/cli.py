@@ -50,7 +50,7 @@ def _speed(text: str) -> float:
     return value
 
 
-def _shared_options() -> _Parser:
+def shared_options() -> _Parser:
     """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
     shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
     group = shared.add_argument_group("data source")
@@ -117,7 +117,7 @@ _LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
 
 def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The full command-line parser; ``words`` (argv) says which lazy command needs its options."""
-    shared = _shared_options()
+    shared = shared_options()
     parser = _Parser(
         prog="npuwatch",
         description="Watch, diagnose and health-check Huawei Ascend NPUs. "

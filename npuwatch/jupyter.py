@@ -74,11 +74,11 @@ def _minutes(text: str) -> float:
 
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one form: the CLI's shared options plus the form's own."""
-    from npuwatch.cli import _shared_options  # the one definition of the shared option set
+    from npuwatch.cli import shared_options  # the one definition of the shared option set
 
     parser = _Parser(
         prog=f"%npuwatch {command}".strip(),
-        parents=[_shared_options()],
+        parents=[shared_options()],
         description="npuwatch in a notebook: a live view, or one of snapshot, doctor, selftest, stop.",
     )
     if command == "":

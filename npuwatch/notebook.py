@@ -198,7 +198,7 @@ def doctor(
     verbose: bool = False,
 ) -> DoctorResult:
     """The environment diagnosis as an HTML report with statuses and fixes (``.report``)."""
-    from npuwatch.doctor.command import DoctorUsageError, _machine
+    from npuwatch.doctor.command import DoctorUsageError, open_machine
     from npuwatch.doctor.engine import run_doctor
     from npuwatch.doctor.registry import all_checks, select
     from npuwatch.widgets.notebook.reports import DoctorResult
@@ -214,7 +214,7 @@ def doctor(
     with ExitStack() as stack:
         try:
             # The CLI's own wiring: a demo's tree, --root, or this machine (DESIGN §3).
-            machine, about = _machine(args, stack, verbose)
+            machine, about = open_machine(args, stack, verbose)
         except DoctorUsageError as exc:
             raise NotebookUsageError(str(exc)) from None
         report = run_doctor(machine, chosen)
@@ -244,10 +244,10 @@ def selftest(
     scenario = _demo(demo)
     feed_options(demo=scenario, root=root, timeout_s=timeout_s)
     if scenario is not None:
-        from npuwatch.selftest.command import _demo_report
+        from npuwatch.selftest.command import demo_report
 
         args = argparse.Namespace(demo=scenario, level=level, backend=backend, timeout_per_device=timeout_s)
-        return SelftestResult(_demo_report(args))
+        return SelftestResult(demo_report(args))
     from npuwatch.probes.sysroot import Sysroot
 
     where = root or os.environ.get("NPUWATCH_ROOT") or "/"

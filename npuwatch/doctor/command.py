@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise DoctorUsageError(str(exc)) from None
     verbose = bool(getattr(args, "verbose", False))
     with ExitStack() as stack:
-        machine, about = _machine(args, stack, verbose)
+        machine, about = open_machine(args, stack, verbose)
         progress = (
             _Progress(len(chosen)) if sys.stderr.isatty() and not getattr(args, "json", False) else None
         )
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> Tuple[Machine, Dict[str, Any]]:
+def open_machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> Tuple[Machine, Dict[str, Any]]:
     """The machine under diagnosis: a demo scenario's tree, ``--root``, or this machine."""
     timeout_s = getattr(args, "timeout", None) or _env_timeout()
     demo = getattr(args, "demo", None)

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         raise SelftestUsageError("selftest runs the runtime on this machine: it cannot use --replay")
     as_json = bool(getattr(args, "json", False))
     if getattr(args, "demo", None) is not None:
-        report = _demo_report(args)
+        report = demo_report(args)
     else:
         from npuwatch.probes.sysroot import Sysroot
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _demo_report(args: argparse.Namespace) -> SelftestReport:
+def demo_report(args: argparse.Namespace) -> SelftestReport:
     """A demo machine simulates npu-smi and sysfs, not the runtime: say so instead of testing this host."""
     from npuwatch.probes.runtime.protocol import Step, StepStatus
 
