@@ -33,9 +33,14 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
     ],
 )
 def test_headless_modules_load_no_ui_library(statement):
-    code = f"{statement}; import sys; print([m for m in {UI_MODULES!r} if m in sys.modules])"
+    assert loaded_after(statement, UI_MODULES) == "[]"
+
+
+def loaded_after(statement: str, modules: tuple) -> str:
+    """Which of ``modules`` a fresh interpreter has loaded after running ``statement``."""
+    code = f"{statement}; import sys; print([m for m in {modules!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
 
 
 @pytest.mark.parametrize(
@@ -46,21 +51,11 @@ def test_headless_modules_load_no_ui_library(statement):
     ],
 )
 def test_the_notebook_modules_load_no_textual(statement):
-    code = f"{statement}; import sys; print([m for m in ('textual',) if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
-    assert out.stdout.strip() == "[]"
+    assert loaded_after(statement, ("textual",)) == "[]"
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "import npuwatch.widgets.tui.app",
-    ],
-)
-def test_the_dashboard_loads_no_ipywidgets(statement):
-    code = f"{statement}; import sys; print([m for m in ('ipywidgets', 'IPython') if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
-    assert out.stdout.strip() == "[]"
+def test_the_dashboard_loads_no_ipywidgets():
+    assert loaded_after("import npuwatch.widgets.tui.app", ("ipywidgets", "IPython")) == "[]"
 
 
 def test_snapshot_command_loads_no_ui_library(tmp_path):
