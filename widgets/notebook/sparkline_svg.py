@@ -68,8 +68,13 @@ def sparkline_svg(
     grows); ``top_label`` and ``window`` (``15 min``) label the axes.
     """
     shown = downsample(values)
-    ratio = len(shown) / len(values) if values else 1.0
-    width_slots = max(len(shown), int(slots * ratio + 0.5) if slots else 0, 2)
+    # Until the window is full the plot spans the points there are, labelled with their real
+    # span ("−40 s"): a fresh view drawn against a 15-minute axis would be a dot at "now".
+    filling_s = _window_seconds(window) if 0 < len(values) < slots else None
+    width_slots = max(len(shown), 2)
+    if filling_s is None and slots:
+        ratio = len(shown) / len(values) if values else 1.0
+        width_slots = max(width_slots, int(slots * ratio + 0.5))
     present = [v for v in shown if v is not None]
     top = ceiling if ceiling else (max(present) if present else 1.0) or 1.0
     lines = []
@@ -88,6 +93,8 @@ def sparkline_svg(
     label_style = 'font-size="8" fill="currentColor" fill-opacity="0.65"'
     top_text = escape(top_label or _compact(top))
     window_text = escape(f"−{window}" if window else "")
+    if filling_s is not None:
+        window_text = escape(f"−{_span(filling_s * max(1, len(values) - 1) / slots)}")
     total_w, total_h = right + 2, bottom + _BOTTOM
     return (
         f'<svg class="npuwatch-plot" xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" '
@@ -104,6 +111,20 @@ def sparkline_svg(
         + "".join(lines)
         + "</svg>"
     )
+
+
+def _window_seconds(window: str) -> Optional[float]:
+    """``"15 min"`` (the live view's window label) in seconds; ``None`` for anything else."""
+    number, _, unit = window.partition(" ")
+    try:
+        return float(number) * 60 if unit == "min" else None
+    except ValueError:
+        return None
+
+
+def _span(seconds: float) -> str:
+    """``40 s`` under two minutes, else ``3 min``."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _compact(value: float) -> str:
