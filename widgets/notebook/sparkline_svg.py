@@ -124,7 +124,7 @@ def _window_seconds(window: str) -> Optional[float]:
 
 def _span(seconds: float) -> str:
     """``40 s`` under two minutes, else ``3 min``."""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    return f"{max(1, round(seconds))} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _compact(value: float) -> str:
