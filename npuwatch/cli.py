@@ -160,6 +160,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ValueError as exc:
+        # A contradiction found while wiring the source (`--speed` without a recording, a file
+        # that holds no snapshot): the modules name these `*UsageError`.
+        if not type(exc).__name__.endswith("UsageError"):
+            if verbose:
+                raise
+            return _internal_error(exc)
+        print(f"npuwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -170,11 +179,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:
         if verbose:
             raise
-        print(
-            f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
-            file=sys.stderr,
-        )
-        return 70  # EX_SOFTWARE
+        return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> int:
+    print(
+        f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
+        file=sys.stderr,
+    )
+    return 70  # EX_SOFTWARE
 
 
 def _demo_before_subcommand(words: List[str]) -> List[str]:

@@ -55,30 +55,31 @@ def run(args: argparse.Namespace) -> int:
     """Record until the duration, the size limit or a signal; exit 0 (1 when nothing could be written)."""
     if getattr(args, "replay", None) is not None and str(args.replay) == str(args.file):
         raise RecordUsageError("record FILE must not be the file given to --replay")
-    try:
-        writer = RecordingWriter(args.file, compress=True if args.gzip else None)
-    except RecordingError as exc:
-        print(f"npuwatch record: {exc}", file=sys.stderr)
-        return 1
     limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
-    stopped_by = "stopped"
-    try:
-        with open_feed(args) as feed:
+    # The source first: a bad --replay or --demo is a usage error before any file is made.
+    with open_feed(args) as feed:
+        try:
+            writer = RecordingWriter(args.file, compress=True if args.gzip else None)
+        except RecordingError as exc:
+            print(f"npuwatch record: {exc}", file=sys.stderr)
+            return 1
+        stopped_by = "stopped"
+        try:
             stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes)
-    except RecordingError as exc:
-        print(f"npuwatch record: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        stopped_by = "interrupted"
-    finally:
-        writer.close()
-        if not args.quiet:
-            size_kib = writer.bytes_written / 1024
-            print(
-                f"npuwatch record: {writer.lines} snapshots, {size_kib:.1f} KiB in {writer.path} "
-                f"({stopped_by}). Replay: npuwatch --replay {writer.path}",
-                file=sys.stderr,
-            )
+        except RecordingError as exc:
+            stopped_by = str(exc)
+            return 1
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+        finally:
+            writer.close()
+            if not args.quiet:
+                size_kib = writer.bytes_written / 1024
+                print(
+                    f"npuwatch record: {writer.lines} snapshots, {size_kib:.1f} KiB in {writer.path} "
+                    f"({stopped_by}). Replay: npuwatch --replay {writer.path}",
+                    file=sys.stderr,
+                )
     return 0
 
 

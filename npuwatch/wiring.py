@@ -16,6 +16,7 @@ from npuwatch.probes.sysroot import Sysroot
 from npuwatch.recording import RecordingError, is_recording
 from npuwatch.replay import ReplaySampler
 from npuwatch.sampler import Sampler
+from npuwatch.sampler_options import SamplerUsageError
 from npuwatch.sources import CaptureSource, NpuSmiSource
 
 
@@ -43,12 +44,12 @@ def build_sampler(
     interval = interval_s if interval_s is not None else env_seconds(env, "NPUWATCH_INTERVAL", 1.0)
     wanted = None if devices is None else frozenset(devices)
     if speed is not None and (replay is None or not is_recording(replay)):
-        raise ValueError("--speed applies only to --replay of a recording made by `npuwatch record`")
+        raise SamplerUsageError("--speed applies only to --replay of a recording made by `npuwatch record`")
     if replay is not None and is_recording(replay):
         try:
             return ReplaySampler.open(replay, speed=1.0 if speed is None else speed, devices=wanted)
         except RecordingError as exc:
-            raise ValueError(str(exc)) from None
+            raise SamplerUsageError(str(exc)) from None
     if demo is not None:
         return _demo_sampler(demo, timeout, interval, wanted, host)
     sysroot = Sysroot(root or env.get("NPUWATCH_ROOT") or "/", environ=env)

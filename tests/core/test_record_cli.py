@@ -168,3 +168,20 @@ def test_a_file_that_is_no_recording_is_explained(tmp_path: Path, capsys: pytest
     path.write_text("{garbage\n")
     assert main(["snapshot", "--replay", str(path)]) == EXIT_USAGE
     assert "holds no complete snapshot" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["--plain"], ["record", "out.ndjson"], ["serve"], ["snapshot"]])
+def test_a_bad_recording_is_a_usage_error_for_every_reading_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture, command: List[str]
+) -> None:
+    os.chdir(tmp_path)
+    (tmp_path / "bad.ndjson").write_text("{bad\n")
+    assert main([*command, "--replay", "bad.ndjson"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "bad.ndjson holds no complete snapshot" in err and "internal error" not in err
+    assert not (tmp_path / "out.ndjson").exists()  # record made no file
+
+
+def test_speed_without_a_recording_is_a_usage_error_in_the_live_view(capsys: pytest.CaptureFixture) -> None:
+    assert main(["--demo", "--speed", "2", "--plain"]) == EXIT_USAGE
+    assert "--speed applies only to --replay of a recording" in capsys.readouterr().err
