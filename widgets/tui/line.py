@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from rich.console import Console
 from rich.text import Text
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -20,6 +22,7 @@ class TextLines(Widget):
 
     def __init__(self, id: Optional[str] = None, classes: Optional[str] = None) -> None:
         super().__init__(id=id, classes=classes)
+        self._texts: List[Text] = []  # what the strips show, to skip rendering unchanged lines
         self._strips: List[Strip] = []
         self._drawn_for: Optional[Tuple[int, bool]] = None  # (width, compact) the strips fit
 
@@ -28,20 +31,56 @@ class TextLines(Widget):
         raise NotImplementedError
 
     def redraw(self) -> None:
-        """Rebuild the strips at the next paint (the content changed)."""
-        self._drawn_for = None
-        self.refresh()
+        """Repaint the lines that changed (the content changed).
+
+        The lines are rebuilt now and compared with those on screen, so only changed lines are
+        marked dirty: a card's title (and often its memory line) stays the same from one second to
+        the next, and repainting every line of every widget was most of a frame's CPU.
+        """
+        key = self._key()
+        if self._drawn_for != key or not key[0]:  # never drawn, resized or restyled: all of it
+            self._drawn_for = None
+            self.refresh()
+            return
+        texts = self.lines()
+        if len(texts) != len(self._texts):
+            self._draw(texts, key[0])
+            self.refresh()
+            return
+        console = self.app.console
+        changed = []
+        for y, (was, now) in enumerate(zip(self._texts, texts)):
+            # Text equality ignores the base style (the alerts line turns red with the same
+            # words), so compare it too; both are cheaper than rendering to compare strips.
+            if was == now and was.style == now.style:
+                continue
+            self._texts[y] = now
+            strip = _strip(now, console, key[0])
+            if strip != self._strips[y]:
+                self._strips[y] = strip
+                changed.append(Region(0, y, key[0], 1))
+        if changed:
+            self.refresh(*changed)
+
+    def _key(self) -> Tuple[int, bool]:
+        return (self.size.width, self.has_class("compact"))
+
+    def _draw(self, texts: List[Text], width: int) -> None:
+        console = self.app.console
+        self._texts = texts
+        self._strips = [_strip(text, console, width) for text in texts]
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        key = (width, self.has_class("compact"))
+        key = self._key()
         if self._drawn_for != key:
-            console = self.app.console
-            self._strips = [
-                Strip(list(line.render(console, end=""))).adjust_cell_length(width) for line in self.lines()
-            ]
+            self._draw(self.lines(), width)
             self._drawn_for = key
         return self._strips[y] if y < len(self._strips) else Strip.blank(width)
+
+
+def _strip(text: Text, console: Console, width: int) -> Strip:
+    return Strip(list(text.render(console, end=""))).adjust_cell_length(width)
 
 
 class Line(TextLines):
