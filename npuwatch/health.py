@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Collection, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.alerts import default_temperature_limit_c
 from npuwatch.model import ChipSample, Health
@@ -258,8 +258,8 @@ def check_health(
     if table is not None:
         notes.extend(table.warnings)
         chosen = [c for c in table.chips if devices is None or c.identity.npu_id in devices]
-        chips = _judge_chips(chosen, max_temp_c, None if capture is not None else npu_smi)
-        problems.extend(_chip_problems(table, chips, devices))
+        chips = judge_chips(chosen, max_temp_c, None if capture is not None else npu_smi)
+        problems.extend(chip_problems(table.chips, chips, devices, table.warnings))
     if nodes is not None:
         socs = {c.name or "" for c in chips}
         problems[:0] = _node_problems(nodes, all(s.startswith("310B") for s in socs) and bool(socs))
@@ -311,9 +311,11 @@ def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
     return found
 
 
-def _judge_chips(
-    chips: List[ChipSample], max_temp_c: Optional[float], npu_smi: Optional[NpuSmi]
+def judge_chips(
+    chips: Sequence[ChipSample], max_temp_c: Optional[float] = None, npu_smi: Optional[NpuSmi] = None
 ) -> Tuple[ChipCheck, ...]:
+    """Each chip against its limit (``max_temp_c``, else its model's default); with ``npu_smi``,
+    unhealthy chips also get their error codes.  Also judges ``npuwatch serve``'s /healthz."""
     judged = [
         ChipCheck(
             npu_id=c.identity.npu_id,
@@ -356,12 +358,16 @@ def _with_error_codes(chips: List[ChipCheck], npu_smi: NpuSmi) -> List[ChipCheck
     return out
 
 
-def _chip_problems(
-    table: InfoTable, chips: Tuple[ChipCheck, ...], devices: Optional[Collection[int]]
+def chip_problems(
+    listed_chips: Sequence[ChipSample],
+    chips: Tuple[ChipCheck, ...],
+    devices: Optional[Collection[int]],
+    warnings: Sequence[str] = (),
 ) -> List[Problem]:
+    """What is wrong with the chips npu-smi listed: none listed, a wanted NPU missing, health, heat."""
     found: List[Problem] = []
-    if not table.chips:
-        detail = f": {table.warnings[0]}" if table.warnings else ""
+    if not listed_chips:
+        detail = f": {warnings[0]}" if warnings else ""
         found.append(
             Problem(
                 Reason.NO_CHIPS,
@@ -369,7 +375,7 @@ def _chip_problems(
                 "run `npu-smi info` by hand; then `npuwatch doctor`",
             )
         )
-    listed = {c.identity.npu_id for c in table.chips}
+    listed = {c.identity.npu_id for c in listed_chips}
     for npu_id in sorted(set(devices or ()) - listed):
         shown = ",".join(str(n) for n in sorted(listed)) or "none"
         found.append(

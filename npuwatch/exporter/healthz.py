@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, List, Optional
+from typing import Collection, Optional
 
 from npuwatch.exporter.metrics import ExporterView
-from npuwatch.health import ChipCheck, HealthVerdict, Problem, Reason, default_max_temp_c
-from npuwatch.model import Health, MetricStatus
+from npuwatch.health import HealthVerdict, chip_problems, judge_chips
+from npuwatch.model import MetricStatus
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def judge_healthz(
     max_age_s: float,
     devices: Optional[Collection[int]] = None,
 ) -> HealthzAnswer:
-    """Judge the latest sample as ``npuwatch check`` judges a fresh one (health.py's ChipCheck).
+    """Judge the latest sample as ``npuwatch check`` judges a fresh one (the same health.py code).
 
     Unhealthy, in this order: the latest sample failed; no sample yet; the sample is older than
     ``max_age_s``; npu-smi did not answer; no chip; an NPU asked for with ``--devices`` is
@@ -58,30 +58,8 @@ def judge_healthz(
     if report is not None and report.status is not MetricStatus.OK:
         reason = _one_line(report.message or report.status.value)
         return HealthzAnswer(503, f"unhealthy: npu-smi {report.status.value}: {reason}")
-    chips = tuple(
-        ChipCheck(
-            npu_id=c.identity.npu_id,
-            chip_id=c.identity.chip_id,
-            name=c.identity.name,
-            health=c.health,
-            temperature_c=c.temperature_c,
-            max_temp_c=default_max_temp_c(c.identity.name),
-        )
-        for c in snapshot.chips
-    )
-    problems: List[Problem] = []
-    if not chips:
-        problems.append(Problem(Reason.NO_CHIPS, "npu-smi lists no chip"))
-    listed = {chip.npu_id for chip in chips}
-    for npu_id in sorted(set(devices or ()) - listed):
-        problems.append(Problem(Reason.CHIP_MISSING, f"NPU {npu_id} not listed by npu-smi", npu_id=npu_id))
-    for chip in chips:
-        if chip.health is not Health.OK:
-            state = "health unknown" if chip.health is Health.UNKNOWN else chip.health.value
-            problems.append(Problem(Reason.CHIP_HEALTH, f"{chip.label} {state}", npu_id=chip.npu_id))
-        if chip.too_hot:
-            message = f"{chip.label} {chip.temperature_c} °C (limit {chip.max_temp_c:g} °C)"
-            problems.append(Problem(Reason.TEMPERATURE, message, npu_id=chip.npu_id))
+    chips = judge_chips(snapshot.chips)  # no npu-smi query: a scrape never runs one
+    problems = chip_problems(snapshot.chips, chips, devices)
     verdict = HealthVerdict(problems=tuple(problems), chips=chips, source=snapshot.source)
     return HealthzAnswer(200 if verdict.healthy else 503, verdict.line)
 
