@@ -198,7 +198,7 @@ def doctor(
     verbose: bool = False,
 ) -> DoctorResult:
     """The environment diagnosis as an HTML report with statuses and fixes (``.report``)."""
-    from npuwatch.doctor.command import DoctorUsageError, open_machine
+    from npuwatch.doctor.command import DoctorUsageError, doctor_title, open_machine
     from npuwatch.doctor.engine import run_doctor
     from npuwatch.doctor.registry import all_checks, select
     from npuwatch.widgets.notebook.reports import DoctorResult
@@ -218,13 +218,7 @@ def doctor(
         except DoctorUsageError as exc:
             raise NotebookUsageError(str(exc)) from None
         report = run_doctor(machine, chosen)
-    if about["demo"]:
-        where = f"simulated machine `{about['demo']}`"
-    elif about["root"] != "/":
-        where = f"the machine under {about['root']}"
-    else:
-        where = "this machine"
-    return DoctorResult(report, f"npuwatch doctor: {where}", about)
+    return DoctorResult(report, doctor_title(about), about)
 
 
 def selftest(

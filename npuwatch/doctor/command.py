@@ -107,16 +107,21 @@ def _env_timeout() -> float:
         raise DoctorUsageError(str(exc)) from None
 
 
-def _render(report: DoctorReport, about: Dict[str, Any], verbose: bool) -> str:
-    from npuwatch.widgets.doctor_text import render_doctor
-
+def doctor_title(about: Dict[str, Any]) -> str:
+    """``npuwatch doctor: this machine`` (or the demo, or the --root tree) for a report's heading."""
     if about["demo"]:
         where = f"simulated machine `{about['demo']}`"
     elif about["root"] != "/":
         where = f"the machine under {about['root']}"
     else:
         where = "this machine"
-    title = f"npuwatch doctor: {where}"
+    return f"npuwatch doctor: {where}"
+
+
+def _render(report: DoctorReport, about: Dict[str, Any], verbose: bool) -> str:
+    from npuwatch.widgets.doctor_text import render_doctor
+
+    title = doctor_title(about)
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "")
     return render_doctor(report, title=title, verbose=verbose, colour=colour, unicode=encoding == "utf8")
