@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
-from npuwatch.option_values import seconds
+from npuwatch.option_values import seconds, speed_factor
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
@@ -40,16 +40,6 @@ def _devices(text: str) -> List[int]:
     return ids
 
 
-def _speed(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a speed factor like 2 or 0.5, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive speed factor, got {text!r}")
-    return value
-
-
 def shared_options() -> _Parser:
     """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
     shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
@@ -68,7 +58,7 @@ def shared_options() -> _Parser:
         help="play a recording (`npuwatch record`, NDJSON or .gz) or read a saved `npu-smi info` output",
     )
     group.add_argument(
-        "--speed", type=_speed, metavar="X", help="replay a recording X times faster (default 1)"
+        "--speed", type=speed_factor, metavar="X", help="replay a recording X times faster (default 1)"
     )
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")

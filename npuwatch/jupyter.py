@@ -22,6 +22,8 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from npuwatch.option_values import minutes
+
 COMMANDS = ("snapshot", "doctor", "selftest", "stop")
 USAGE = "%npuwatch [snapshot|doctor|selftest|stop] [--demo [SCENARIO]] [--interval S] … (%npuwatch --help)"
 #: Options that take a value: a command word right after one of them is that value, not a command.
@@ -62,16 +64,6 @@ class _Parser(argparse.ArgumentParser):
         raise _ExitError(status)
 
 
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected minutes, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected more than 0 minutes, got {text!r}")
-    return value
-
-
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one form: the CLI's shared options plus the form's own."""
     from npuwatch.cli import shared_options  # the one definition of the shared option set
@@ -84,7 +76,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     if command == "":
         parser.add_argument(
             "--history",
-            type=_minutes,
+            type=minutes,
             default=None,
             metavar="MINUTES",
             help="how much history the plots show (default 15)",

@@ -1,20 +1,41 @@
-"""Provides the parsing of option values every command shares: seconds from a flag or a variable."""
+"""Provides the option values the commands share: positive numbers from flags, seconds from variables."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Mapping
+
+
+def positive(text: str, expected: str, unit: str) -> float:
+    """``text`` as a finite number above 0; argparse's error names what was ``expected``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected more than 0 {unit}, got {text!r}")
+    return value
 
 
 def seconds(text: str) -> float:
     """An argparse type: a positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {text!r}")
-    return value
+    return positive(text, "seconds", "seconds")
+
+
+def minutes(text: str) -> float:
+    """An argparse type: a positive number of minutes (``%npuwatch --history``)."""
+    return positive(text, "minutes", "minutes")
+
+
+def megabytes(text: str) -> float:
+    """An argparse type: a positive size in MB (MiB), like ``50`` or ``0.5``."""
+    return positive(text, "a size in MB like 50 or 0.5", "MB")
+
+
+def speed_factor(text: str) -> float:
+    """An argparse type: a replay speed factor, like ``2`` or ``0.5``."""
+    return positive(text, "a speed factor like 2 or 0.5", "as the speed factor")
 
 
 def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from typing import TYPE_CHECKING, Optional
 
-from npuwatch.option_values import seconds
+from npuwatch.option_values import megabytes, seconds
 from npuwatch.recording import RecordingError, RecordingWriter
 from npuwatch.sampler_options import open_feed
 
@@ -22,16 +21,6 @@ class RecordUsageError(ValueError):
     """A bad ``record`` option: the CLI's exit 64."""
 
 
-def _megabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size in MB like 50 or 0.5, got {text!r}") from None
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive size in MB, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="where to write (gzip-compressed when it ends in .gz)")
     parser.add_argument(
@@ -43,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-size",
         dest="max_size_mb",
-        type=_megabytes,
+        type=megabytes,
         metavar="MB",
         help="stop before the file grows past MB megabytes (MiB)",
     )
