@@ -144,7 +144,10 @@ def test_replay_values_match_the_recorded_ones(tmp_path: Path, capsys: pytest.Ca
     [
         (["snapshot", "--demo", "--speed", "2"], "--speed applies only to --replay of a recording"),
         (["record", "x.ndjson", "--demo", "--max-size", "0"], "expected more than 0 MB, got '0'"),
-        (["snapshot", "--replay", "r.ndjson", "--speed", "-1"], "expected more than 0 as the speed factor, got '-1'"),
+        (
+            ["snapshot", "--replay", "r.ndjson", "--speed", "-1"],
+            "expected more than 0 as the speed factor, got '-1'",
+        ),
     ],
 )
 def test_bad_options_exit_64(
