@@ -39,6 +39,23 @@ class RunResult:
     timeout_s: Optional[float] = None  # the limit it ran under
 
 
+#: What a Python child runs before its module: drops the current directory from ``sys.path``,
+#: so a folder named ``npuwatch/`` where the user stands (a source checkout) cannot shadow the
+#: installed package.  ``-I`` would do it too, but it also drops ``PYTHONPATH`` and the user site,
+#: where CANN's ``set_env.sh`` and ``pip install --user`` put the packages the child needs.
+_LAUNCHER = (
+    "import os, runpy, sys\n"
+    "if sys.path and sys.path[0] in ('', os.getcwd()):\n"
+    "    del sys.path[0]\n"
+    "runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+)
+
+
+def python_module_argv(python: str, module: str, args: Sequence[str]) -> list[str]:
+    """The argv that runs ``python -m module args`` with the installed npuwatch, never the cwd's."""
+    return [python, "-c", _LAUNCHER.format(module=module), *args]
+
+
 def run(
     argv: Sequence[str],
     timeout_s: float,

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from npuwatch import polling_pause
-from npuwatch.probes.runner import LaunchError, run
+from npuwatch.probes.runner import LaunchError, python_module_argv, run
 from npuwatch.probes.runtime.protocol import Backend, Level, Step, StepStatus, decode_events
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.selftest.collect import collect
@@ -131,8 +131,9 @@ def _run_device(
 ) -> DeviceRun:
     with tempfile.TemporaryDirectory(prefix="npuwatch-selftest-") as folder:
         events_path = os.path.join(folder, "events.jsonl")
-        argv = [python or sys.executable, "-m", CHILD_MODULE, "--device", str(device), "--level", level.value]
-        argv += ["--backend", backend.value if backend else "auto", "--events", events_path]
+        args = ["--device", str(device), "--level", level.value]
+        args += ["--backend", backend.value if backend else "auto", "--events", events_path]
+        argv = python_module_argv(python or sys.executable, CHILD_MODULE, args)
         watcher = _Tail(events_path, device, on_progress) if on_progress else None
         try:
             result = run(argv, timeout_s, env)
