@@ -62,9 +62,12 @@ def run(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -
     except Exception as exc:
         if getattr(args, "verbose", False):
             raise
+        from npuwatch.crash import write_report
+
+        kept = write_report(exc, "npuwatch check")
         verdict = _config_verdict(
             f"internal error in npuwatch check: {exc!r}",
-            "run with --verbose for the traceback, and please report it",
+            f"traceback in {kept}; please report it" if kept else "run with --verbose for the traceback",
         )
     _print(verdict, as_json)
     return verdict.exit_code

@@ -156,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not type(exc).__name__.endswith("UsageError"):
             if verbose:
                 raise
-            return _internal_error(exc)
+            return _internal_error(exc, words)
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -169,15 +169,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except Exception as exc:
         if verbose:
             raise
-        return _internal_error(exc)
+        return _internal_error(exc, words)
 
 
-def _internal_error(exc: Exception) -> int:
-    print(
-        f"npuwatch: internal error: {exc!r} (run with --verbose for the traceback, and please report it)",
-        file=sys.stderr,
-    )
-    return 70  # EX_SOFTWARE
+def _internal_error(exc: Exception, words: Sequence[str]) -> int:
+    """A bug, never a success: one line naming the traceback file, exit 70 (EX_SOFTWARE)."""
+    from npuwatch.crash import EXIT_INTERNAL, crash_line
+
+    command = next((w for w in words if w in _COMMANDS or w in _LAZY_COMMANDS), None)
+    where = f"`npuwatch {command}`" if command else "`npuwatch`"
+    print(crash_line(exc, where), file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _demo_before_subcommand(words: List[str]) -> List[str]:

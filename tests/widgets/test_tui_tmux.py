@@ -202,3 +202,35 @@ def test_a_demo_recording_replays_in_a_real_terminal(terminal, tmp_path):
     terminal.wait_text("end of recording")
     terminal.keys("q")
     assert terminal.wait_exit() == "EXIT=0"
+
+
+@pytest.mark.slow
+def test_a_crash_exits_70_with_one_line_and_leaves_the_terminal_usable(terminal, tmp_path):
+    """A bug in rendering (injected here) ends the dashboard with exit 70, one line naming the
+    traceback file, and the terminal back in its normal mode (echo, line editing, main screen)."""
+    script = tmp_path / "crashing_dashboard.py"
+    script.write_text(
+        "import sys\n"
+        "from npuwatch.widgets.tui.app import NpuwatchApp\n"
+        "def broken(self, snapshot):\n"
+        "    raise ZeroDivisionError('injected')\n"
+        "NpuwatchApp.show = broken\n"
+        "from npuwatch.cli import main\n"
+        "sys.exit(main(['--demo', 'idle']))\n"
+    )
+    stty = tmp_path / "stty.txt"
+    run = f"XDG_STATE_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    part, done = shlex.quote(f"{stty}.part"), shlex.quote(str(stty))
+    terminal.start(
+        ["sh", "-c", f"{run}; status=$?; stty -a > {part}; echo $status >> {part}; mv {part} {done}; sleep 30"],
+        100,
+        30,
+    )
+    screen = terminal.wait_text("traceback in")
+    assert "npuwatch: internal error in the dashboard: ZeroDivisionError: injected" in screen
+    assert "Traceback (most recent" not in screen
+    terminal.wait(lambda _screen: stty.exists(), "the terminal settings after exit")
+    settings = stty.read_text().split()
+    assert settings[-1] == "70"
+    assert "echo" in settings and "icanon" in settings and "-echo" not in settings
+    terminal.tmux("kill-session", "-t", "main", check=False)

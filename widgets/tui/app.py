@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from typing import Dict, List, Optional, Protocol, Tuple
@@ -19,6 +20,7 @@ from textual.widgets import Footer, Input, Static
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.chip_details import ChipDetails
+from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.history import History
 from npuwatch.model import Snapshot
 from npuwatch.replay import ReplaySampler
@@ -88,6 +90,14 @@ class NpuwatchApp(App[None]):
         self._updated_at: Optional[float] = None
         self._last_took_s = 0.0
         self._failure: Optional[str] = None
+        self.crash: Optional[Exception] = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An internal error ends the app; run_dashboard prints one line naming the traceback
+        file instead of Textual's screenful of locals."""
+        self.crash = error
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
 
     # --- layout ---------------------------------------------------------------------------
 
@@ -142,7 +152,7 @@ class NpuwatchApp(App[None]):
         try:
             snapshot = self.sampler.sample()
         except Exception as exc:  # the sampler contains environment problems; this is a bug
-            self._post(SamplerFailed(f"{type(exc).__name__}: {exc}"))
+            self._post(SamplerFailed(crash_line(exc, "sampling")))
             return
         self._post(SnapshotReady(snapshot, time.monotonic() - started))
 
@@ -364,5 +374,9 @@ def run_dashboard(options: Dict[str, object]) -> int:
 
     options, banner = demo_fallback(options)
     with build_sampler(**options) as sampler:  # type: ignore[arg-type]
-        NpuwatchApp(sampler, banner=banner.strip()).run()
-    return 0
+        app = NpuwatchApp(sampler, banner=banner.strip())
+        app.run()
+    if app.crash is not None:  # the terminal is restored by now: one line, the traceback in a file
+        print(crash_line(app.crash, "the dashboard"), file=sys.stderr)
+        return EXIT_INTERNAL
+    return app.return_code or 0
