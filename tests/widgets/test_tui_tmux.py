@@ -219,10 +219,11 @@ def test_a_crash_exits_70_with_one_line_and_leaves_the_terminal_usable(terminal,
         "sys.exit(main(['--demo', 'idle']))\n"
     )
     stty = tmp_path / "stty.txt"
-    run = f"XDG_STATE_HOME={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    run = f"XDG_STATE_HOME={shlex.quote(str(tmp_path))} " + shlex.join([sys.executable, str(script)])
     part, done = shlex.quote(f"{stty}.part"), shlex.quote(str(stty))
+    after = f"status=$?; stty -a > {part}; echo $status >> {part}; mv {part} {done}; sleep 30"
     terminal.start(
-        ["sh", "-c", f"{run}; status=$?; stty -a > {part}; echo $status >> {part}; mv {part} {done}; sleep 30"],
+        ["sh", "-c", f"{run}; {after}"],
         100,
         30,
     )
