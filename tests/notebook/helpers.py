@@ -6,7 +6,8 @@ import threading
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Callable, List, Optional, Sequence
+from html.parser import HTMLParser
+from typing import Callable, Dict, List, Optional, Sequence
 
 import pytest
 
@@ -86,3 +87,48 @@ class FeedMaker:
         feed = FakeFeed(self.snapshots, interval_s=float(interval), gate=self.gate)  # type: ignore[arg-type]
         self.built.append(feed)
         return feed
+
+
+class Elements(HTMLParser):
+    """Every element's tag, attributes, classes, inline style and text (to query HTML by class)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: List[Dict] = []
+        self._open: List[Dict] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        named = dict(attrs)
+        element = {"tag": tag, "attrs": named, "classes": (named.get("class") or "").split()}
+        element["style"] = inline_style(named.get("style") or "")
+        element["text"] = ""
+        element["inside"] = [e["tag"] for e in self._open]
+        self.found.append(element)
+        if tag not in ("circle", "line", "polyline", "br"):
+            self._open.append(element)
+
+    def handle_endtag(self, tag):
+        while self._open:
+            if self._open.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for element in self._open:
+            element["text"] += data
+
+    def by_class(self, name: str) -> List[Dict]:
+        return [e for e in self.found if name in e["classes"]]
+
+    def by_tag(self, tag: str) -> List[Dict]:
+        return [e for e in self.found if e["tag"] == tag]
+
+
+def inline_style(style: str) -> Dict[str, str]:
+    """``"a:b;c:d"`` as ``{"a": "b", "c": "d"}`` (property names lower-cased)."""
+    out: Dict[str, str] = {}
+    for part in style.split(";"):
+        name, colon, value = part.partition(":")
+        if colon:
+            out[name.strip().lower()] = value.strip()
+    return out

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import List
 
 from npuwatch.doctor.engine import DoctorReport
 from npuwatch.doctor.result import CheckResult, Group, Status
 from npuwatch.probes.runtime.protocol import Step, StepStatus
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepError, StepResult
 from npuwatch.widgets.notebook.reports import DoctorResult, SelftestResult, SnapshotResult, progress_html
+from tests.notebook.helpers import Elements
 from tests.widgets.fakes import capture_snapshot
 
 
@@ -47,7 +49,8 @@ def test_doctor_report_groups_statuses_hints_and_escapes():
     result = DoctorResult(report, "npuwatch doctor: this machine", {"demo": None})
     html = result.html()
     assert "npuwatch-check-pass" in html and "npuwatch-check-fail" in html
-    assert "→ fix: <code>run `npu-smi info` as root</code>" in html
+    hints = [h["text"] for h in Elements(html).by_class("npuwatch-hint")]
+    assert hints == ["→ fix: run `npu-smi info` as root"]
     assert "<details open>" in html and "dcmi error -8020" in html
     assert "&lt;summary&gt;" in html  # check text is escaped, never markup
     assert "exit 2" in html and result.exit_code == 2
@@ -66,7 +69,67 @@ def test_selftest_report_shows_each_step_and_the_fix_for_a_failure():
     html = result.html()
     assert "npuwatch-status-pass" in html and "npuwatch-status-fail" in html
     assert "507033 ACL_ERROR_RT_DEV_SETUP_ERROR: device setup failed" in html
-    assert "→ fix: <code>reset the device</code>" in html
+    assert [h["text"] for h in Elements(html).by_class("npuwatch-hint")] == ["→ fix: reset the device"]
     assert "not run: set device failed" not in html
     assert result.exit_code == 2 and "exit 2" in html
     assert "device 0: copy H2D" in progress_html({0: "copy H2D"})
+
+
+#: Inline elements a notebook front-end paints a background behind unless told otherwise:
+#: JupyterLab's ``.jp-RenderedHTMLCommon :not(pre) > code`` has a background and 1px 5px padding.
+FRONTEND_PAINTED = frozenset(("code", "kbd", "mark"))
+INLINE = frozenset(("a", "b", "code", "em", "i", "kbd", "mark", "small", "span", "strong"))
+
+
+def inline_backgrounds(html: str) -> List[str]:
+    """The text of every inline element of ``html`` that paints a background.
+
+    An inline background is painted with its own line box, after the lines above it: where it
+    reaches into the line above (padding, a line-height smaller than the font's box) it hides
+    that line's underscores — ``/dev/davinci_manager`` read ``/dev/davinci manager``.  A block's
+    background is painted before any text, so it can never hide one.
+    """
+    found = []
+    for element in Elements(html).found:
+        style = element["style"]
+        if element["tag"] not in INLINE or style.get("display", "inline") != "inline":
+            continue
+        background = style.get("background", style.get("background-color"))
+        painted = (
+            background not in ("transparent", "none")
+            if background is not None
+            else element["tag"] in FRONTEND_PAINTED and "pre" not in element["inside"]
+        )
+        if painted:
+            found.append(element["text"])
+    return found
+
+
+def _missing_nodes_report() -> DoctorReport:
+    nodes = "/dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc"
+    fix = "start the container with --device /dev/davinci_manager --device /dev/devmm_svm"
+    return DoctorReport(
+        (
+            _check("device-nodes", Status.FAIL, fix, (f"missing: {nodes}",)),
+            replace(_check("npu-smi", Status.FAIL, fix), summary=f"npu-smi failed: {nodes} are missing"),
+        ),
+        has_hardware=True,
+        duration_s=0.1,
+    )
+
+
+def test_doctor_fix_line_paints_no_inline_background_over_the_line_above():
+    html = DoctorResult(_missing_nodes_report(), "npuwatch doctor", {}).html()
+    assert inline_backgrounds(html) == []
+    hints = Elements(html).by_class("npuwatch-hint")
+    assert len(hints) == 2
+    for hint in hints:
+        assert hint["tag"] == "div"  # the fix line's background is a block's: painted under all text
+        assert "/dev/davinci_manager" in hint["text"]
+
+
+def test_selftest_fix_line_paints_no_inline_background():
+    error = StepError(561003, "ACL_ERROR_OP_NOT_FOUND", "no kernels", "install the opp_kernel package")
+    steps = (StepResult(Step.KERNEL, StepStatus.FAIL, 0.01, "aclnn_add failed", error=error),)
+    report = SelftestReport("quick", "auto", "0", (DeviceRun(0, "acl", steps, 0.1),), 0.1, 60.0)
+    assert inline_backgrounds(SelftestResult(report).html()) == []

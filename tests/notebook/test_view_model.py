@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from html.parser import HTMLParser
-from typing import Dict, List
 
 from npuwatch.alerts import AlertTracker
 from npuwatch.history import History
@@ -14,36 +12,8 @@ from npuwatch.widgets import format as fmt
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.sparkline_svg import downsample, sparkline_svg
 from npuwatch.widgets.notebook.view_model import build_view, chip_row, sample_time
+from tests.notebook.helpers import Elements
 from tests.widgets.fakes import capture_snapshot
-
-
-class Elements(HTMLParser):
-    """Every element's classes, attributes and text (enough to query an HTML fragment by class)."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__()
-        self.found: List[Dict] = []
-        self._open: List[Dict] = []
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        element = {"tag": tag, "attrs": dict(attrs), "classes": (dict(attrs).get("class") or "").split()}
-        element["text"] = ""
-        self.found.append(element)
-        if tag not in ("circle", "line", "polyline", "br"):
-            self._open.append(element)
-
-    def handle_endtag(self, tag):
-        while self._open:
-            if self._open.pop()["tag"] == tag:
-                break
-
-    def handle_data(self, data):
-        for element in self._open:
-            element["text"] += data
-
-    def by_class(self, name: str) -> List[Dict]:
-        return [e for e in self.found if name in e["classes"]]
 
 
 def _view(snapshot, **kwargs):

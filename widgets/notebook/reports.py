@@ -30,6 +30,15 @@ _STATUS_COLOURS = {
 }
 _STATUS_MARKS = {"pass": "✔", "warn": "▲", "fail": "✘", "error": "!", "skip": "–", "not_run": "·"}
 _TD = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
+#: Front-ends paint inline ``<code>`` with a background and vertical padding (JupyterLab:
+#: ``:not(pre) > code {padding: 1px 5px}``).  Painted with its own line, after the line above,
+#: that background hid the underscores of the line above (``/dev/davinci manager``): our code
+#: paints none, and the fix line's background belongs to its block, which is painted under all text.
+_CODE = "background:transparent;padding:0;font-size:inherit"
+_HINT = (
+    "margin-top:3px;padding:2px 6px;line-height:1.5;border-radius:3px;"
+    "background:var(--jp-layout-color2, rgba(128,128,128,0.14))"
+)
 
 
 def status_html(status: str) -> str:
@@ -40,6 +49,17 @@ def status_html(status: str) -> str:
         f'<span class="npuwatch-status-{escape(status)}" style="color:{colour};font-weight:600;'
         f'white-space:nowrap">{mark} {escape(status)}</span>'
     )
+
+
+def code_html(text: str, nowrap: bool = False) -> str:
+    """``text`` in a ``<code>`` that paints no background of its own (see ``_CODE``)."""
+    style = _CODE + (";white-space:nowrap" if nowrap else "")
+    return f'<code style="{style}">{escape(text)}</code>'
+
+
+def hint_html(fix: str) -> str:
+    """The ``→ fix:`` line under a failed check or step: a block with its own background."""
+    return f'<div class="npuwatch-hint" style="{_HINT}">→ fix: {code_html(fix)}</div>'
 
 
 def _row(cells: Sequence[str], tag: str = "td") -> str:
@@ -130,13 +150,13 @@ def doctor_html(report: DoctorReport, title: str) -> str:
     for result in report.results:
         hint = ""
         if result.hint:
-            hint = f'<div class="npuwatch-hint">→ fix: <code>{escape(result.hint)}</code></div>'
+            hint = hint_html(result.hint)
         details = ""
         if result.details:
-            shown = "".join(f"<li><code>{escape(d)}</code></li>" for d in result.details)
+            shown = "".join(f"<li>{code_html(d)}</li>" for d in result.details)
             opened = " open" if result.status.value in ("fail", "error") else ""
             details = f"<details{opened}><summary>details</summary><ul>{shown}</ul></details>"
-        cells = [status_html(result.status.value), f"<code>{escape(result.id)}</code>"]
+        cells = [status_html(result.status.value), code_html(result.id, nowrap=True)]
         cells.append(f"{escape(result.summary)}{hint}{details}")
         row = _row(cells).replace("<tr>", f'<tr class="npuwatch-check npuwatch-check-{result.status.value}">')
         sections.setdefault(result.group.value, []).append(row)
@@ -205,7 +225,7 @@ def selftest_html(report: SelftestReport) -> str:
                 if meaning:
                     detail += f"<div>{escape(meaning)}</div>"
                 if error.fix:
-                    detail += f'<div class="npuwatch-hint">→ fix: <code>{escape(error.fix)}</code></div>'
+                    detail += hint_html(error.fix)
             rows.append(_row([status_html(step.status.value), escape(step.step.title), took, detail]))
         problem = f"<p>{escape(run.problem)}</p>" if run.problem else ""
         blocks.append(
