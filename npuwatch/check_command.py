@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Mapping, Optional, TextIO, Union
 
 from npuwatch.health import CRITICAL_OVER_C, HealthVerdict, Problem, Reason, check_health
-from npuwatch.option_values import env_seconds
+from npuwatch.option_values import env_seconds, machine_root
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
 
@@ -106,10 +106,12 @@ def evaluate(args: argparse.Namespace, environ: Mapping[str, str]) -> HealthVerd
             return _judge(args, sysroot, npu_smi, source=f"demo:{sim.scenario.name}", selftest_skip=skip)
         finally:
             sim.close()
-    root = getattr(args, "root", None) or environ.get("NPUWATCH_ROOT") or "/"
-    if not os.path.isdir(root):
-        given = "--root" if getattr(args, "root", None) else "NPUWATCH_ROOT"
-        return _config_verdict(f"{given} {root}: no such directory", "give a machine root folder")
+    try:
+        root = machine_root(getattr(args, "root", None), environ)
+    except ValueError as exc:
+        if getattr(args, "root", None):
+            raise CheckUsageError(str(exc)) from None  # a bad option: exit 64, like every command
+        return _config_verdict(str(exc), "unset NPUWATCH_ROOT or point it at a machine root folder")
     sysroot = Sysroot(root, environ=environ)
     path = find_npu_smi(sysroot, getattr(args, "npu_smi", None) or environ.get("NPUWATCH_NPU_SMI"))
     return _judge(args, sysroot, NpuSmi(path, timeout_s=timeout_s))

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Mapping
+import os
+from typing import Mapping, Optional
+
+
+class OptionUsageError(ValueError):
+    """A shared option or variable whose value cannot be used (the CLI's exit 64)."""
 
 
 def positive(text: str, expected: str, unit: str) -> float:
@@ -53,3 +58,19 @@ def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ValueError(f"{name}={text!r} must be more than 0 seconds")
     return value
+
+
+def machine_root(given: Optional[str], environ: Mapping[str, str]) -> str:
+    """The folder the machine is read from: ``--root``, else ``NPUWATCH_ROOT``, else ``/``.
+
+    ``OptionUsageError`` names where a value that is not a folder came from (option or variable).
+    """
+    if given:
+        root, named = given, f"--root {given}"
+    else:
+        root = environ.get("NPUWATCH_ROOT") or "/"
+        named = f"NPUWATCH_ROOT={root}"
+    if os.path.isdir(root):
+        return root
+    why = "not a directory" if os.path.exists(root) else "no such directory"
+    raise OptionUsageError(f"{named}: {why} (give the folder a machine's files are read from, such as /)")

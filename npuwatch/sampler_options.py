@@ -42,7 +42,8 @@ def sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
                 f"--demo brings its own machine: it cannot be combined with --{other.replace('_', '-')}"
             )
     if replay is not None and not os.path.isfile(replay):
-        raise SamplerUsageError(f"--replay {replay}: no such file")
+        why = "a directory, not a file" if os.path.isdir(replay) else "no such file"
+        raise SamplerUsageError(f"--replay {replay}: {why}")
     options: Dict[str, Any] = {
         "demo": demo,
         "replay": replay,

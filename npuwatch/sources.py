@@ -85,6 +85,10 @@ class NpuSmiSource:
         }
 
 
+class CaptureUsageError(ValueError):
+    """The ``--replay`` file is not a saved ``npu-smi info`` output (the CLI's exit 64)."""
+
+
 class CaptureSource:
     """A saved ``npu-smi info`` text, parsed exactly as the live path parses it (``--replay``)."""
 
@@ -92,6 +96,24 @@ class CaptureSource:
         self.path = path
         self.label = f"replay:{path.name}"
         self._reading: Optional[SourceReading] = None
+
+    @classmethod
+    def open(cls, path: Path) -> CaptureSource:
+        """Read ``path`` now; ``CaptureUsageError`` when it holds neither an ``npu-smi info``
+        table nor an npu-smi error text (a binary file, some other text)."""
+        source = cls(path)
+        reading = source.read()
+        if reading.failure is not None and reading.failure.kind is not FailureKind.NOT_FOUND:
+            return source  # a saved npu-smi error text: explained as it would be live
+        table = reading.table
+        if table is not None and (table.chips or table.npu_smi_version):
+            return source
+        if reading.failure is not None:
+            raise CaptureUsageError(f"--replay {path}: {reading.failure.message}")
+        raise CaptureUsageError(
+            f"--replay {path}: neither a recording made by `npuwatch record` (NDJSON, or gzip) "
+            "nor a saved `npu-smi info` output (no chip table in it)"
+        )
 
     def read(self) -> SourceReading:
         if self._reading is None:

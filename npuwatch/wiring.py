@@ -8,7 +8,7 @@ from typing import Iterable, Mapping, Optional, Union
 
 from npuwatch.chip_details import fetch_chip_details
 from npuwatch.feed import SnapshotFeed
-from npuwatch.option_values import env_seconds
+from npuwatch.option_values import env_seconds, machine_root
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.host import HostProbe, ProcessLookup
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
@@ -52,9 +52,9 @@ def build_sampler(
             raise SamplerUsageError(str(exc)) from None
     if demo is not None:
         return _demo_sampler(demo, timeout, interval, wanted, host)
-    sysroot = Sysroot(root or env.get("NPUWATCH_ROOT") or "/", environ=env)
+    sysroot = Sysroot(machine_root(None if root is None else str(root), env), environ=env)
     if replay is not None:
-        source = CaptureSource(Path(replay))
+        source = CaptureSource.open(Path(replay))
         return Sampler(source, sysroot, None, interval_s=interval, devices=wanted)
     path = find_npu_smi(sysroot, npu_smi or env.get("NPUWATCH_NPU_SMI"))
     npu_smi_obj = NpuSmi(path, timeout_s=timeout)

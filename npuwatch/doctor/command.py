@@ -14,7 +14,7 @@ from npuwatch.doctor.engine import DoctorReport, run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.registry import all_checks, select
 from npuwatch.doctor.result import CheckResult
-from npuwatch.option_values import env_seconds
+from npuwatch.option_values import env_seconds, machine_root
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
 
@@ -87,9 +87,10 @@ def open_machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> T
             "npu_smi": str(sim.npu_smi),
         }
         return Machine(sysroot, sim.npu_smi, timeout_s, verbose=verbose), about
-    root = getattr(args, "root", None) or os.environ.get("NPUWATCH_ROOT") or "/"
-    if not os.path.isdir(root):
-        raise DoctorUsageError(f"--root {root}: no such directory")
+    try:
+        root = machine_root(getattr(args, "root", None), os.environ)
+    except ValueError as exc:
+        raise DoctorUsageError(str(exc)) from None
     sysroot = Sysroot(root)
     npu_smi = find_npu_smi(sysroot, getattr(args, "npu_smi", None) or os.environ.get("NPUWATCH_NPU_SMI"))
     about = {

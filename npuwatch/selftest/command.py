@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Dict, List, Union
 
-from npuwatch.option_values import seconds
+from npuwatch.option_values import machine_root, seconds
 from npuwatch.selftest.orchestrate import DEFAULT_TIMEOUT_S, SelftestUsageError, run_selftest
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepResult
 
@@ -80,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from npuwatch.probes.sysroot import Sysroot
 
-        root = getattr(args, "root", None) or os.environ.get("NPUWATCH_ROOT") or "/"
-        if not os.path.isdir(root):
-            raise SelftestUsageError(f"--root {root}: no such directory")
+        try:
+            root = machine_root(getattr(args, "root", None), os.environ)
+        except ValueError as exc:
+            raise SelftestUsageError(str(exc)) from None
         progress = _Progress() if sys.stderr.isatty() and not as_json else None
         try:
             report = run_selftest(

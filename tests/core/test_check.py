@@ -397,10 +397,11 @@ def test_a_bad_npuwatch_timeout_is_unhealthy_not_a_crash(monkeypatch, capsys):
     assert "NPUWATCH_TIMEOUT=5" in err
 
 
-def test_a_root_that_does_not_exist(tmp_path, capsys):
-    code, out, _ = check(capsys, "--root", str(tmp_path / "nowhere"))
-    assert code == 1
-    assert the_line(out) == f"unhealthy: --root {tmp_path / 'nowhere'}: no such directory"
+def test_a_root_option_that_does_not_exist_is_a_usage_error_like_in_every_command(tmp_path, capsys):
+    code, out, err = check(capsys, "--root", str(tmp_path / "nowhere"))
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert f"--root {tmp_path / 'nowhere'}: no such directory" in err
 
 
 def test_replay_judges_a_capture(capsys):
@@ -568,7 +569,9 @@ def test_run_reads_missing_attributes_as_defaults(capsys):
     code = run(argparse.Namespace(), environ={"NPUWATCH_ROOT": "/nonexistent-root"})
     assert code == 1
     assert (
-        the_line(capsys.readouterr().out) == "unhealthy: NPUWATCH_ROOT /nonexistent-root: no such directory"
+        the_line(capsys.readouterr().out)
+        == "unhealthy: NPUWATCH_ROOT=/nonexistent-root: no such directory (give the folder a machine's "
+        "files are read from, such as /)"
     )
 
 

@@ -102,12 +102,13 @@ def test_sigterm_removes_the_demo_tree(tmp_path):
     assert not list(tmp_path.glob("npuwatch-demo-*"))
 
 
-def test_garbage_replay_exits_1(tmp_path, capsys):
+def test_garbage_replay_is_a_usage_error_not_an_empty_snapshot(tmp_path, capsys):
     junk = tmp_path / "junk.txt"
     junk.write_bytes(b"\x00\xff garbage |||\n+--+\n")
-    assert main(["snapshot", "--json", "--replay", str(junk)]) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["chips"] == []
+    assert main(["snapshot", "--json", "--replay", str(junk)]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no chip table in it" in captured.err
 
 
 @pytest.mark.parametrize(
