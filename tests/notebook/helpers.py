@@ -89,6 +89,10 @@ class FeedMaker:
         return feed
 
 
+#: Elements without an end tag in the HTML we write.
+VOID = frozenset(("br", "circle", "img", "line", "polyline"))
+
+
 class Elements(HTMLParser):
     """Every element's tag, attributes, classes, inline style and text (to query HTML by class)."""
 
@@ -105,8 +109,13 @@ class Elements(HTMLParser):
         element["text"] = ""
         element["inside"] = [e["tag"] for e in self._open]
         self.found.append(element)
-        if tag not in ("circle", "line", "polyline", "br"):
+        if tag not in VOID:
             self._open.append(element)
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)  # ``<circle/>``: nothing to close, so no end tag
+        if tag not in VOID:
+            self._open.pop()
 
     def handle_endtag(self, tag):
         while self._open:

@@ -133,3 +133,39 @@ def test_selftest_fix_line_paints_no_inline_background():
     steps = (StepResult(Step.KERNEL, StepStatus.FAIL, 0.01, "aclnn_add failed", error=error),)
     report = SelftestReport("quick", "auto", "0", (DeviceRun(0, "acl", steps, 0.1),), 0.1, 60.0)
     assert inline_backgrounds(SelftestResult(report).html()) == []
+
+
+def _not_reported(html: str) -> str:
+    """The visible text of a snapshot report's "Not reported" list."""
+    text = Elements(html).found[0]["text"]
+    assert "Not reported:" in text
+    return text.split("Not reported:", 1)[1]
+
+
+def test_not_reported_names_every_chip_of_duo_cards_by_npu_and_chip():
+    snapshot = capture_snapshot("044")  # two Atlas 300I Duo cards: NPUs 1 and 2, chips 0 and 1
+    assert [c.identity.key for c in snapshot.chips] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    listed = _not_reported(SnapshotResult(snapshot).html())
+    for chip in snapshot.chips:
+        assert f"NPU {chip.identity.npu_id} chip {chip.identity.chip_id}" in listed
+    assert listed.count("this chip does not report it") == 1  # one reason, said once
+
+
+def test_a_failing_npu_smi_is_said_once_in_the_snapshot_report():
+    from npuwatch import notebook
+
+    result = notebook.snapshot(demo="container-missing-nodes")
+    chips = result.snapshot.chips
+    reason = chips[0].notes["temperature_c"].reason
+    assert len(chips) == 8 and len(reason) > 100
+    html = result.html()
+    assert Elements(html).found[0]["text"].count(reason) == 1
+    listed = _not_reported(html)
+    assert all(f"NPU {c.identity.npu_id} chip {c.identity.chip_id}" in listed for c in chips)
+    chip_metrics = ("util", "memory", "power", "temperature")
+    values = [
+        v["text"]
+        for v in Elements(html).by_class("npuwatch-value")
+        if v["attrs"]["data-metric"] in chip_metrics
+    ]
+    assert values == ["n/a"] * 4 * len(chips)  # every metric still says n/a

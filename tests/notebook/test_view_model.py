@@ -147,3 +147,44 @@ def test_downsample_keeps_peaks_and_gaps():
     assert max(v for v in out if v is not None) == 99.0
     assert out[-1] is None
     assert downsample([1.0, 2.0], 100) == [1.0, 2.0]
+
+
+def _failing_view():
+    from npuwatch import notebook
+
+    snapshot = notebook.snapshot(demo="container-missing-nodes").snapshot
+    return snapshot, build_view(snapshot, History(2), points=2, window="15 min")
+
+
+def test_a_failing_npu_smi_reason_is_said_once_and_every_metric_keeps_its_na():
+    snapshot, view = _failing_view()
+    reason = snapshot.chips[0].notes["power_w"].reason
+    assert len(view.chips) == 8 and len(reason) > 100
+    for layout in ("cards", "table"):
+        html = live_html.chips_html(view, 2, layout=layout)
+        found = Elements(html)
+        assert found.found[0]["text"].count(reason) == 1, layout
+        values = found.by_class("npuwatch-value")
+        assert [v["text"] for v in values] == ["n/a"] * 32, layout
+        assert all(v["attrs"].get("title") == reason for v in values)  # and on hover, per value
+
+
+def test_a_reason_of_one_metric_stays_under_that_metric():
+    view = _view(capture_snapshot("044"))  # 310P Duo: only power is n/a
+    html = live_html.chips_html(view, 60, layout="cards")
+    reasons = Elements(html).by_class("npuwatch-reason")
+    assert [r["attrs"].get("data-metric") for r in reasons] == ["power"] * 4
+
+
+def test_a_chip_whose_values_are_all_stale_says_why_once():
+    snapshot = capture_snapshot("001")
+    stale = MetricNote(MetricStatus.STALE, "npu-smi timed out after 5 s")
+    first = snapshot.chips[0]
+    notes = {
+        **first.notes,
+        **{m: stale for m in ("aicore_percent", "hbm_used_mib", "power_w", "temperature_c")},
+    }
+    snapshot = replace(snapshot, chips=(replace(first, notes=notes), *snapshot.chips[1:]))
+    view = _view(snapshot)
+    card = Elements(live_html.chips_html(view, 60, layout="cards")).by_class("npuwatch-chip")[0]
+    assert card["text"].count("stale: npu-smi timed out after 5 s") == 1

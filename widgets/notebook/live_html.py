@@ -4,6 +4,7 @@ Numbers are visible text; the SVG plots only repeat them over time.  Styles are 
 notebook's HTML output has no stylesheet of ours) and use the front-end's CSS variables with
 fallbacks, so light and dark themes both read.  Classes name things for tests and the browser
 test's DOM contract: ``npuwatch-chip``, ``npuwatch-health-<health>``, ``npuwatch-level-<level>``.
+The chips are cards, or a compact table (``chip_table``) for many chips.
 """
 
 from __future__ import annotations
@@ -11,32 +12,20 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Optional
 
+from npuwatch.widgets.notebook.chip_table import chip_table_html
+from npuwatch.widgets.notebook.html_parts import (
+    BORDER,
+    FONT,
+    PLOT_COLOURS,
+    badge_html,
+    reason_html,
+    shared_reason_html,
+    value_html,
+)
 from npuwatch.widgets.notebook.sparkline_svg import sparkline_svg
 from npuwatch.widgets.notebook.view_model import ChipRow, HostRow, MetricCell, ProcessRow, ViewModel
 
-FONT = "var(--jp-ui-font-family, var(--vscode-font-family, system-ui, sans-serif))"
-BORDER = "var(--jp-border-color2, rgba(128,128,128,0.35))"
-#: Badge colours per health: (background, text).
-HEALTH_COLOURS = {
-    "ok": ("#2e7d32", "#ffffff"),
-    "warning": ("#f9a825", "#000000"),
-    "alarm": ("#ef6c00", "#ffffff"),
-    "critical": ("#c62828", "#ffffff"),
-    "unknown": ("#757575", "#ffffff"),
-}
-LEVEL_COLOURS = {"normal": "inherit", "warn": "#ef6c00", "critical": "#c62828", "na": "inherit"}
-PLOT_COLOURS = {"util": "#2ca02c", "memory": "#1f77b4", "power": "#9467bd", "temperature": "#d62728"}
 SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
-
-
-def badge_html(health_class: str, text: str) -> str:
-    """The health badge: glyph and word on the health colour."""
-    background, colour = HEALTH_COLOURS.get(health_class, HEALTH_COLOURS["unknown"])
-    return (
-        f'<span class="npuwatch-badge npuwatch-health-{health_class}" style="background:{background};'
-        f'color:{colour};border-radius:3px;padding:0 6px;font-weight:600;white-space:nowrap">'
-        f"{escape(text)}</span>"
-    )
 
 
 def _bar(fraction: Optional[float], colour: str) -> str:
@@ -49,19 +38,11 @@ def _bar(fraction: Optional[float], colour: str) -> str:
     )
 
 
-def metric_html(cell: MetricCell, window: str, slots: int) -> str:
-    """One metric row: label, value (with the n/a reason), a bar and the history plot."""
-    colour = LEVEL_COLOURS[cell.level]
-    value = (
-        f'<span class="npuwatch-value npuwatch-level-{cell.level}" data-metric="{cell.key}" '
-        f'style="color:{colour};font-weight:600;font-variant-numeric:tabular-nums">{escape(cell.text)}</span>'
-    )
+def metric_html(cell: MetricCell, window: str, slots: int, said: Optional[str] = None) -> str:
+    """One metric row: label, value, a bar, the history plot, and why it is n/a unless ``said``."""
     reason = ""
-    if cell.reason:
-        reason = (
-            f'<div class="npuwatch-reason" data-metric="{cell.key}" style="font-size:10px;opacity:0.7;'
-            f'max-width:130px">{escape(cell.reason)}</div>'
-        )
+    if cell.reason and cell.reason != said:
+        reason = reason_html(cell.reason, cell.key, "max-width:130px")
     plot = sparkline_svg(
         cell.series,
         ceiling=cell.ceiling,
@@ -75,14 +56,17 @@ def metric_html(cell: MetricCell, window: str, slots: int) -> str:
         f'<tr class="npuwatch-metric" data-metric="{cell.key}">'
         f'<td style="padding:1px 6px 1px 0;opacity:0.8;white-space:nowrap;vertical-align:top">'
         f"{escape(cell.label)}</td>"
-        f'<td style="padding:1px 6px 1px 0;vertical-align:top;min-width:96px">{value}'
+        f'<td style="padding:1px 6px 1px 0;vertical-align:top;min-width:96px">{value_html(cell)}'
         f"{_bar(cell.fraction, PLOT_COLOURS.get(cell.key, '#1f77b4'))}{reason}</td>"
         f'<td style="padding:1px 0">{plot}</td></tr>'
     )
 
 
-def chip_html(row: ChipRow, window: str, slots: int) -> str:
-    """One chip card with class ``npuwatch-chip``."""
+def chip_html(row: ChipRow, window: str, slots: int, said: Optional[str] = None) -> str:
+    """One chip card with class ``npuwatch-chip``; a reason several metrics share is said once.
+
+    ``said``: a reason the view already gave for every chip (the card then does not repeat it).
+    """
     stale = (
         ' <span class="npuwatch-stale" style="color:#ef6c00;font-weight:600">STALE</span>'
         if row.stale
@@ -94,7 +78,8 @@ def chip_html(row: ChipRow, window: str, slots: int) -> str:
             f'<div class="npuwatch-own" style="margin-top:3px;font-size:11px">'
             f"<b>this kernel</b> {escape(row.own_memory)}</div>"
         )
-    metrics = "".join(metric_html(cell, window, slots) for cell in row.metrics)
+    reason = reason_html(row.reason, style="margin-bottom:3px") if row.reason and row.reason != said else ""
+    metrics = "".join(metric_html(cell, window, slots, row.reason) for cell in row.metrics)
     return (
         f'<div class="npuwatch-chip npuwatch-health-{row.health_class}" data-npu="{row.key[0]}" '
         f'data-chip="{row.key[1]}" style="border:1px solid {BORDER};border-radius:4px;padding:6px 8px;'
@@ -103,19 +88,26 @@ def chip_html(row: ChipRow, window: str, slots: int) -> str:
         f'<span class="npuwatch-chip-title" style="font-weight:600">{escape(row.title)}{stale}</span>'
         f"{badge_html(row.health_class, row.badge)}</div>"
         f'<div style="font-size:11px;opacity:0.7;margin-bottom:3px">{escape(row.detail)}</div>'
-        f'<table style="border-collapse:collapse;font-size:12px">{metrics}</table>{own}</div>'
+        f'{reason}<table style="border-collapse:collapse;font-size:12px">{metrics}</table>{own}</div>'
     )
 
 
-def chips_html(view: ViewModel, slots: int, problem: Optional[str] = None) -> str:
-    """Every chip card in a responsive grid (or why there are none: ``problem``)."""
+def chips_html(view: ViewModel, slots: int, problem: Optional[str] = None, layout: str = "cards") -> str:
+    """Every chip, as cards in a responsive grid or (``layout="table"``) a row each.
+
+    Without chips, why there are none (``problem``).
+    """
     if not view.chips:
         why = f" {escape(problem)}" if problem else ""
         return f'<div class="npuwatch-nochips" style="opacity:0.8">No NPU chips could be read.{why}</div>'
-    cards = "".join(chip_html(row, view.window, slots) for row in view.chips)
+    if layout == "table":
+        return chip_table_html(view, slots)
+    cards = "".join(chip_html(row, view.window, slots, view.shared_reason) for row in view.chips)
     return (
-        f'<div class="npuwatch-chips" style="display:grid;gap:8px;'
-        f'grid-template-columns:repeat(auto-fill,minmax(340px,1fr));font-family:{FONT}">{cards}</div>'
+        f'<div class="npuwatch-chips npuwatch-layout-cards" style="font-family:{FONT}">'
+        f"{shared_reason_html(view.shared_reason)}"
+        f'<div style="display:grid;gap:8px;grid-template-columns:repeat(auto-fill,minmax(340px,1fr))">'
+        f"{cards}</div></div>"
     )
 
 
@@ -204,12 +196,25 @@ def notes_html(warnings: Iterable[str]) -> str:
     return f'<ul class="npuwatch-warnings" style="{style}">{items}</ul>'
 
 
-def page_html(view: ViewModel, status: str, slots: int) -> str:
+def crash_html(line: Optional[str]) -> str:
+    """An internal error of the view: one line saying what happened and where its traceback is."""
+    if not line:
+        return ""
+    return (
+        f'<div class="npuwatch-crash" style="color:#c62828;font-size:12px;font-family:{FONT}">'
+        f"{escape(line)}</div>"
+    )
+
+
+def page_html(
+    view: ViewModel, status: str, slots: int, layout: str = "cards", crash: Optional[str] = None
+) -> str:
     """The whole frame as one static HTML block (the text/html fallback of the live view)."""
     return (
         f'<div class="npuwatch-live" style="font-family:{FONT}">'
-        f"{header_html(view.title, view.source, status)}"
+        f"{header_html(view.title, view.source, status)}{crash_html(crash)}"
         f'<div>updated <span class="npuwatch-updated">{escape(view.updated)}</span></div>'
-        f"{alerts_html(view)}{chips_html(view, slots)}{host_html(view.host, view.window, slots)}"
+        f"{alerts_html(view)}{chips_html(view, slots, layout=layout)}"
+        f"{host_html(view.host, view.window, slots)}"
         f"{processes_html(view.processes)}{notes_html(view.warnings)}</div>"
     )

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
-from npuwatch.widgets.notebook.view_model import chip_row, host_row, process_row, sample_time
+from npuwatch.widgets.notebook.html_parts import not_reported_html, value_html
+from npuwatch.widgets.notebook.view_model import chip_row, host_row, process_row, reason_groups, sample_time
 
 if TYPE_CHECKING:
     from npuwatch.doctor.engine import DoctorReport
@@ -72,10 +73,10 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
     ``problem`` says why the sample holds no NPU data (``availability.no_data_reason``).
     """
     empty = History(1)
+    ordered = sorted(snapshot.chips, key=lambda c: c.identity.key)
+    chips = tuple(chip_row(chip, empty, 1) for chip in ordered)
     rows = []
-    reasons: List[str] = []
-    for chip in sorted(snapshot.chips, key=lambda c: c.identity.key):
-        row = chip_row(chip, empty, 1)
+    for chip, row in zip(ordered, chips):
         cells = [
             escape(str(chip.identity.npu_id)),
             escape(str(chip.identity.chip_id)),
@@ -83,14 +84,7 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
             escape(chip.identity.bus_id or "n/a"),
             live_html.badge_html(row.health_class, row.badge),
         ]
-        for cell in row.metrics:
-            title = f' title="{escape(cell.reason)}"' if cell.reason else ""
-            cells.append(
-                f'<span class="npuwatch-value npuwatch-level-{cell.level}" data-metric="{cell.key}"{title}>'
-                f"{escape(cell.text)}</span> <small>{escape(cell.label)}</small>"
-            )
-            if cell.reason:
-                reasons.append(f"{row.title.split(' · ')[0]} {cell.label}: {cell.reason}")
+        cells += [f"{value_html(cell)} <small>{escape(cell.label)}</small>" for cell in row.metrics]
         rows.append(
             _row(cells).replace("<tr>", f'<tr class="npuwatch-chip npuwatch-health-{row.health_class}">')
         )
@@ -105,17 +99,13 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
         table += f'<p class="npuwatch-problem" style="color:#c62828">{escape(problem)}</p>'
     host = live_html.host_html(None if snapshot.host is None else host_row(snapshot.host))
     processes = live_html.processes_html(process_row(p) for p in snapshot.processes)
-    notes = "".join(f"<li>{escape(r)}</li>" for r in dict.fromkeys(reasons))
-    notes_block = (
-        f'<div style="font-size:11px;opacity:0.8">Not reported:<ul>{notes}</ul></div>' if notes else ""
-    )
     title = (
         f"<b>npuwatch snapshot</b> · {escape(snapshot.source)} · "
         f'<span class="npuwatch-updated">{escape(sample_time(snapshot))}</span>'
     )
     return (
         f'<div class="npuwatch-report npuwatch-snapshot-report" style="font-family:{live_html.FONT}">'
-        f"<div>{title}</div>{table}{host}{processes}{notes_block}"
+        f"<div>{title}</div>{table}{host}{processes}{not_reported_html(reason_groups(chips))}"
         f"{live_html.notes_html(snapshot.warnings)}</div>"
     )
 

@@ -20,6 +20,10 @@ _PLOT_W = 160.0
 _PLOT_H = 34.0
 _LEFT = 34.0  # room for the y-axis labels
 _BOTTOM = 11.0  # room for the x-axis labels
+#: The compact table's line-high plots.
+MINI_POINTS = 60
+_MINI_W = 64.0
+_MINI_H = 14.0
 
 
 def downsample(values: Sequence[Optional[float]], limit: int = MAX_POINTS) -> List[Optional[float]]:
@@ -37,19 +41,42 @@ def downsample(values: Sequence[Optional[float]], limit: int = MAX_POINTS) -> Li
     return out
 
 
-def _segments(values: Sequence[Optional[float]], top: float, slots: int) -> List[List[Tuple[float, float]]]:
+def _segments(
+    values: Sequence[Optional[float]],
+    top: float,
+    slots: int,
+    left: float = _LEFT,
+    width: float = _PLOT_W,
+    height: float = _PLOT_H,
+) -> List[List[Tuple[float, float]]]:
     """Runs of consecutive values as (x, y) points; a gap (None) ends a run."""
     runs: List[List[Tuple[float, float]]] = [[]]
     offset = slots - len(values)  # a short history is drawn against the right edge ("now")
-    step = _PLOT_W / max(1, slots - 1)
+    step = width / max(1, slots - 1)
     for i, value in enumerate(values):
         if value is None:
             if runs[-1]:
                 runs.append([])
             continue
         share = max(0.0, min(1.0, value / top)) if top > 0 else 0.0
-        runs[-1].append((_LEFT + (offset + i) * step, _PLOT_H * (1.0 - share) + 1.0))
+        runs[-1].append((left + (offset + i) * step, height * (1.0 - share) + 1.0))
     return [run for run in runs if run]
+
+
+def _marks(runs: List[List[Tuple[float, float]]], colour: str) -> str:
+    """The runs as polylines, a lone point between gaps as a dot (a line of one point is invisible)."""
+    lines = []
+    for run in runs:
+        if len(run) == 1:
+            x, y = run[0]
+            lines.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.2" fill="{colour}"/>')
+        else:
+            points = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
+            lines.append(
+                f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.3" '
+                'stroke-linejoin="round"/>'
+            )
+    return "".join(lines)
 
 
 def sparkline_svg(
@@ -77,17 +104,7 @@ def sparkline_svg(
         width_slots = max(width_slots, int(slots * ratio + 0.5))
     present = [v for v in shown if v is not None]
     top = ceiling if ceiling else (max(present) if present else 1.0) or 1.0
-    lines = []
-    for run in _segments(shown, top, width_slots):
-        if len(run) == 1:  # a lone point between gaps: a dot, not an invisible line
-            x, y = run[0]
-            lines.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.2" fill="{colour}"/>')
-        else:
-            points = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
-            lines.append(
-                f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="1.3" '
-                'stroke-linejoin="round"/>'
-            )
+    marks = _marks(_segments(shown, top, width_slots), colour)
     right = _LEFT + _PLOT_W
     bottom = _PLOT_H + 1.0
     label_style = 'font-size="8" fill="currentColor" fill-opacity="0.65"'
@@ -108,8 +125,36 @@ def sparkline_svg(
         f'<text x="{_LEFT - 3}" y="{bottom}" text-anchor="end" {label_style}>0</text>'
         f'<text x="{_LEFT}" y="{total_h - 1}" {label_style}>{window_text}</text>'
         f'<text x="{right}" y="{total_h - 1}" text-anchor="end" {label_style}>now</text>'
-        + "".join(lines)
-        + "</svg>"
+        f"{marks}</svg>"
+    )
+
+
+def mini_sparkline_svg(
+    values: Sequence[Optional[float]],
+    *,
+    ceiling: Optional[float] = None,
+    colour: str = "#1f77b4",
+    title: str = "",
+    slots: int = 0,
+) -> str:
+    """A line-high plot for the compact table: the same line as sparkline_svg, without axis labels.
+
+    The scale is in ``title`` (shown on hover), so a row stays one text line tall.
+    """
+    shown = downsample(values, MINI_POINTS)
+    width_slots = max(len(shown), 2)
+    if slots and len(values) >= slots:
+        width_slots = max(width_slots, int(slots * len(shown) / len(values) + 0.5))
+    present = [v for v in shown if v is not None]
+    top = ceiling if ceiling else (max(present) if present else 1.0) or 1.0
+    marks = _marks(_segments(shown, top, width_slots, 0.0, _MINI_W, _MINI_H), colour)
+    return (
+        f'<svg class="npuwatch-plot npuwatch-miniplot" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{_MINI_W:.0f}" height="{_MINI_H + 2:.0f}" viewBox="0 0 {_MINI_W:.0f} {_MINI_H + 2:.0f}" '
+        f'role="img" aria-label="{escape(title)}" style="display:block;overflow:visible">'
+        f"<title>{escape(title)}</title>"
+        f'<line x1="0" y1="{_MINI_H + 1}" x2="{_MINI_W}" y2="{_MINI_H + 1}" stroke="currentColor" '
+        f'stroke-opacity="0.3"/>{marks}</svg>'
     )
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.alerts import Alert, default_temperature_limit_c
 from npuwatch.chip_facts import rated_power_w
@@ -23,6 +24,10 @@ BADGES = {
 }
 #: Degrees below a model's throttle limit at which its temperature turns amber.
 TEMPERATURE_WARN_BELOW_C = 10.0
+#: Above this many chips the live view is a compact table by default: 16 cards (A3) are 2,000 px.
+COMPACT_ABOVE_CHIPS = 8
+#: How the live view lays out its chips: ``auto`` picks ``table`` above COMPACT_ABOVE_CHIPS.
+LAYOUTS = ("auto", "cards", "table")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class ChipRow:
     stale: bool
     metrics: Tuple[MetricCell, ...]
     own_memory: Optional[str] = None  # this kernel's torch_npu allocator figures on this chip
+    model: str = ""  # 910B3, or "" when npu-smi gave no name
+    reason: Optional[str] = None  # why several of its metrics are n/a, said once for the chip
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,56 @@ class ViewModel:
     alerts: Tuple[AlertRow, ...]
     warnings: Tuple[str, ...]
     window: str  # what the plots span: last 15 min
+    shared_reason: Optional[str] = None  # why every chip's values are n/a (npu-smi failed), said once
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """One reason values are n/a, with the metrics and chips it explains."""
+
+    reason: str
+    metrics: Tuple[str, ...]  # labels: Power, Temp
+    chips: Tuple[ChipKey, ...]
+
+    def text(self) -> str:
+        """``Power on NPU 1 chip 0, NPU 1 chip 1: npu-smi prints 'NA'…``."""
+        where = ", ".join(chip_name(key) for key in self.chips)
+        return f"{', '.join(self.metrics)} on {where}: {self.reason}"
+
+
+def chip_name(key: ChipKey) -> str:
+    """``NPU 2 chip 1``: a chip keyed by NPU and chip (Duo and A3 cards hold two chips per NPU)."""
+    return f"NPU {key[0]} chip {key[1]}"
+
+
+def resolve_layout(choice: str, chips: int) -> str:
+    """``cards`` or ``table`` for a layout ``choice`` and a number of chips."""
+    if choice not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {choice!r}")
+    if choice != "auto":
+        return choice
+    return "table" if chips > COMPACT_ABOVE_CHIPS else "cards"
+
+
+def reason_groups(rows: Sequence[ChipRow]) -> Tuple[ReasonGroup, ...]:
+    """Every n/a reason once, with the metrics and chips it explains (in chip order)."""
+    metrics: Dict[Tuple[str, ChipKey], List[str]] = {}
+    for row in rows:
+        for cell in row.metrics:
+            if cell.reason:
+                metrics.setdefault((cell.reason, row.key), []).append(cell.label)
+    groups: Dict[Tuple[str, Tuple[str, ...]], List[ChipKey]] = {}
+    for (reason, key), labels in metrics.items():
+        groups.setdefault((reason, tuple(labels)), []).append(key)
+    return tuple(ReasonGroup(reason, labels, tuple(keys)) for (reason, labels), keys in groups.items())
+
+
+def _shared_reason(rows: Sequence[ChipRow]) -> Optional[str]:
+    """The reason every n/a value of every chip has (a failed npu-smi), when there is one."""
+    reasons = {cell.reason for row in rows for cell in row.metrics if cell.reason}
+    if len(rows) < 2 or len(reasons) != 1 or any(row.reason is None for row in rows):
+        return None
+    return reasons.pop()
 
 
 def build_view(
@@ -122,19 +179,21 @@ def build_view(
     host = snapshot.host
     hostname = host.hostname if host is not None else "no host (replay)"
     mine = own_memory or {}
+    rows = tuple(
+        chip_row(c, history, points, mine.get(c.identity.key))
+        for c in sorted(snapshot.chips, key=lambda c: c.identity.key)
+    )
     return ViewModel(
         title=f"npuwatch · {hostname}",
         source=snapshot.source,
         updated=sample_time(snapshot),
-        chips=tuple(
-            chip_row(c, history, points, mine.get(c.identity.key))
-            for c in sorted(snapshot.chips, key=lambda c: c.identity.key)
-        ),
+        chips=rows,
         host=None if host is None else host_row(host, host_cpu_series),
         processes=tuple(process_row(p, my_pid) for p in snapshot.processes),
         alerts=tuple(AlertRow(a.severity.value, a.message, a.detail) for a in alerts),
         warnings=snapshot.warnings,
         window=window,
+        shared_reason=_shared_reason(rows),
     )
 
 
@@ -171,7 +230,18 @@ def chip_row(chip: ChipSample, history: History, points: int, own_memory: Option
         stale=any(note.status is MetricStatus.STALE for note in chip.notes.values()),
         metrics=metrics,
         own_memory=own_memory,
+        model=ident.name or "",
+        reason=_common_reason(metrics),
     )
+
+
+def _common_reason(cells: Sequence[MetricCell]) -> Optional[str]:
+    """The reason at least two of a chip's metrics share: said once for the chip, not per metric."""
+    counts = Counter(cell.reason for cell in cells if cell.reason)
+    if not counts:
+        return None
+    reason, count = counts.most_common(1)[0]
+    return reason if count >= 2 else None
 
 
 def _reason(chip: ChipSample, *metrics: str) -> Optional[str]:
