@@ -126,3 +126,13 @@ def test_machine_without_npu_says_so_and_skips_hardware(tmp_path):
     for check in ("driver-bound", "device-nodes", "chip-health", "pcie-link"):
         assert results[check]["status"] == "skip", check
     assert code == 2
+
+
+def test_a_container_without_npu_skips_the_mount_check_instead_of_asking_for_davinci0(tmp_path):
+    (tmp_path / ".dockerenv").write_text("")
+    code, out, _ = doctor("--root", str(tmp_path))
+    assert "No Ascend NPU was found on this machine" in out
+    assert "--device /dev/davinci0" not in out
+    _, results, _ = doctor_json("--root", str(tmp_path))
+    assert results["container-mounts"]["status"] == "skip"
+    assert results["container-mounts"]["summary"] == "no Ascend NPU on this machine"
