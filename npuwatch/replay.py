@@ -189,7 +189,8 @@ class ReplaySampler:
         snapshot = self._filtered(self.recording.snapshots[index])
         notes = list(self.recording.warnings)
         if index == len(self._offsets_s) - 1 and len(self._offsets_s) > 1:
-            notes.append(f"replay finished: the recording ends at {snapshot.taken_at:%Y-%m-%d %H:%M:%S %Z}")
+            taken = f"{snapshot.taken_at:%Y-%m-%d %H:%M:%S %Z}"
+            notes.append(f"end of recording: its last sample was taken at {taken}")
         return replace(snapshot, source=self.label, warnings=(*snapshot.warnings, *notes))
 
     def _filtered(self, snapshot: Snapshot) -> Snapshot:

@@ -122,7 +122,7 @@ def test_the_end_keeps_the_last_snapshot_and_says_so() -> None:
     clock.now += 60.0
     last = replay.sample()
     assert power(last) == 104.0
-    assert last.warnings[-1].startswith("replay finished: the recording ends at 2026-01-01 09:30:08")
+    assert last.warnings[-1].startswith("end of recording: its last sample was taken at 2026-01-01 09:30:08")
 
 
 def test_snapshots_name_the_replay_and_carry_the_reading_warnings() -> None:
@@ -156,4 +156,4 @@ def test_a_single_snapshot_recording_replays() -> None:
     snapshot = replay.sample()
     assert power(snapshot) == 100.0
     assert replay.duration_s == 0.0 and replay.interval_s == 1.0
-    assert not any(w.startswith("replay finished") for w in snapshot.warnings)
+    assert not any(w.startswith("end of recording") for w in snapshot.warnings)

@@ -99,7 +99,7 @@ def test_replay_keys_pause_seek_and_change_speed(demo_recording: Recording) -> N
         assert app.snapshot is not None and app.snapshot.taken_at == last.taken_at
         assert_cards_show(app, last)
         assert "end of recording" in text(app, "#header")
-        assert "replay finished" in app.snapshot.warnings[-1]
+        assert "end of recording" in app.snapshot.warnings[-1]
         await pilot.press("left_square_bracket")
         await pilot.pause()
         assert replay.position_s == 0.0
