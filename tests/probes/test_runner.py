@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -81,3 +82,24 @@ def test_undecodable_output_is_replaced_not_raised(tmp_path):
     tool.write_text(f"#!{sys.executable}\nimport sys; sys.stdout.buffer.write(b'ok\\xff\\xfe')\n")
     tool.chmod(0o755)
     assert run([str(tool)], timeout_s=5).stdout.startswith("ok")
+
+
+def test_a_python_child_imports_the_installed_npuwatch_not_a_folder_in_the_current_directory(
+    tmp_path, monkeypatch
+):
+    """A source checkout's npuwatch/ (without probes/ inside) must not shadow the installed package."""
+    from npuwatch.probes.runner import python_module_argv
+
+    shadow = tmp_path / "npuwatch"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the npuwatch/ folder of the current directory')\n")
+    extra = tmp_path / "on-pythonpath"
+    extra.mkdir()
+    (extra / "marker_module.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    code = "import marker_module, npuwatch.probes.runner; print(npuwatch.probes.runner.__name__)"
+    (extra / "child_probe.py").write_text(code + "\n")
+    env = {**os.environ, "PYTHONPATH": str(extra)}  # PYTHONPATH (CANN's set_env.sh) is kept
+    result = run(python_module_argv(sys.executable, "child_probe", []), 60, env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == "npuwatch.probes.runner"
