@@ -92,7 +92,7 @@ def test_a_python_child_imports_the_installed_npuwatch_not_a_folder_in_the_curre
 
     shadow = tmp_path / "npuwatch"
     shadow.mkdir()
-    (shadow / "__init__.py").write_text("raise ImportError('the npuwatch/ folder of the current directory')\n")
+    (shadow / "__init__.py").write_text("raise ImportError('npuwatch/ of the current directory')\n")
     extra = tmp_path / "on-pythonpath"
     extra.mkdir()
     (extra / "marker_module.py").write_text("")
