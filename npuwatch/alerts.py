@@ -81,6 +81,9 @@ def default_temperature_limit_c(model_name: Optional[str]) -> float:
     )
 
 
+#: Ends the message of a failing or hung npu-smi: the doctor's checks find why.
+DOCTOR_POINTER = " — run `npuwatch doctor`"
+
 #: The per-chip alert keys judged from npu-smi's table, and all per-chip keys.
 _NPU_SMI_KINDS = ("health", "temperature", "hbm-held", "input-bound", "device-lost")
 _CHIP_KINDS = (*_NPU_SMI_KINDS, "pcie")
@@ -106,9 +109,10 @@ class AlertTracker:
     """Turns each Snapshot into the alerts to show, raising and clearing them with hysteresis.
 
     A condition shows after holding for ``raise_after`` consecutive updates (1 for a chip whose
-    health is not OK and for a lost device) and goes after ``clear_after`` consecutive updates
-    without it.  A condition that cannot be judged in an update (npu-smi failed, so chip values
-    are stale or absent) neither counts nor clears: the npu-smi alert says why.
+    health is not OK, for a lost device and for npu-smi failing or hung) and goes after
+    ``clear_after`` consecutive updates without it.  A condition that cannot be judged in an
+    update (npu-smi failed, so chip values are stale or absent) neither counts nor clears: the
+    npu-smi alert says why.
     """
 
     def __init__(
@@ -229,6 +233,16 @@ class AlertTracker:
 
     def _npu_smi(self, report: ProbeReport) -> Optional[_Finding]:
         duration = report.duration_s
+        if report.status is MetricStatus.OK:
+            if duration is None or duration <= self.npu_smi_slow_s:
+                return None
+            message = f"npu-smi slow: {duration:.1f} s"
+            detail = (
+                f"`npu-smi info` took {duration:.1f} s (more than {self.npu_smi_slow_s:g} s): the driver is "
+                "busy or another tool polls it too; raise --interval or look for other npu-smi callers."
+            )
+            alert = Alert(("npu-smi",), Severity.WARNING, AlertKind.NPU_SMI, message, detail)
+            return _Finding(alert, self.raise_after)  # one slow answer is no news
         if report.status is MetricStatus.TIMEOUT:
             took = "" if duration is None else f": killed after {duration:.1f} s"
             message = f"npu-smi hung{took}"
@@ -236,7 +250,7 @@ class AlertTracker:
                 f"{report.message or 'npu-smi did not answer'}; the values shown are stale. The driver "
                 "may be hung or busy: check `dmesg` for davinci/devdrv errors and run `npuwatch doctor`."
             )
-        elif report.status is not MetricStatus.OK:
+        else:
             text = report.message or f"npu-smi failed ({report.status.value})"
             # The runner's messages name npu-smi already and put the explanation after a colon
             # ("npu-smi failed with DCMI error -8005 (…): …"): the line keeps the first clause.
@@ -244,16 +258,10 @@ class AlertTracker:
             head = line.split(": ", 1)[0]
             message = _shorten(head if len(line) > 60 and len(head) >= 20 else line, 60)
             detail = f"{text}; no chip can be read until it answers: run `npuwatch doctor`."
-        elif duration is not None and duration > self.npu_smi_slow_s:
-            message = f"npu-smi slow: {duration:.1f} s"
-            detail = (
-                f"`npu-smi info` took {duration:.1f} s (more than {self.npu_smi_slow_s:g} s): the driver is "
-                "busy or another tool polls it too; raise --interval or look for other npu-smi callers."
-            )
-        else:
-            return None
-        severity = Severity.WARNING if report.status is MetricStatus.OK else Severity.CRITICAL
-        return _Finding(Alert(("npu-smi",), severity, AlertKind.NPU_SMI, message, detail), self.raise_after)
+        # A failed read shows at once, from the first sample: until npu-smi answers every value
+        # is n/a or stale, and the doctor finds the cause (device nodes, driver, DCMI, a hang).
+        message = f"{message}{DOCTOR_POINTER}"
+        return _Finding(Alert(("npu-smi",), Severity.CRITICAL, AlertKind.NPU_SMI, message, detail), 1)
 
     def _temperature(self, chip: ChipSample) -> Optional[Alert]:
         value = _fresh(chip, "temperature_c")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from npuwatch.chip_facts import chip_memory
 from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Snapshot
 from npuwatch.widgets import format as fmt
 
@@ -78,11 +79,10 @@ def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
 
 
 def _memory(chip: ChipSample) -> str:
-    if chip.hbm_total_mib:
-        return f"{fmt.used_total_gib(chip.hbm_used_mib, chip.hbm_total_mib)} HBM"
-    if chip.memory_total_mib:
-        return f"{fmt.used_total_gib(chip.memory_used_mib, chip.memory_total_mib)} DDR"
-    return fmt.NA
+    memory = chip_memory(chip)
+    if not memory.total_mib:
+        return fmt.NA
+    return f"{fmt.used_total_gib(memory.used_mib, memory.total_mib)} {memory.kind}"
 
 
 def _is_stale(chip: ChipSample) -> bool:

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.message import Message
 from textual.widget import Widget
 
-from npuwatch.chip_facts import rated_power_w
+from npuwatch.chip_facts import ChipMemory, chip_memory, rated_power_w
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus
 from npuwatch.widgets import format as fmt
@@ -17,6 +17,11 @@ from npuwatch.widgets.tui import render
 from npuwatch.widgets.tui.line import TextLines
 
 LABEL_WIDTH = 5  # "HBM  "
+#: Every card's bars are this long whatever the card's width (the grid's cards differ by a cell
+#: or more), so equal values draw equal bars; the sparkline takes what is left of the line.
+BAR_WIDTH = 10
+VALUE_WIDTH = 10  # " 120/128G "
+MIN_SPARK_WIDTH = 5
 
 
 class ChipCard(TextLines, can_focus=True):
@@ -104,11 +109,16 @@ def _utilisation(chip: ChipSample) -> tuple:
     return "NPU", chip.npu_util_percent, "npu_util_percent"
 
 
-def _memory(chip: ChipSample) -> tuple:
-    """(label, used MiB, total MiB, history metric): HBM, or DDR on 310P/310B which have no HBM."""
-    if chip.hbm_total_mib:
-        return "HBM", chip.hbm_used_mib, chip.hbm_total_mib, "hbm_used_mib"
-    return "DDR", chip.memory_used_mib, chip.memory_total_mib, "memory_used_mib"
+def _memory_label(memory: ChipMemory) -> str:
+    """HBM, or DDR on 310P/310B which have no HBM; MEM for a model npuwatch does not know."""
+    return memory.kind or "MEM"
+
+
+def _memory_figures(memory: ChipMemory, share: Optional[float]) -> str:
+    """``52/64G``, or ``n/a`` when the use or the size is not known."""
+    if share is None:
+        return fmt.NA
+    return f"{fmt.gib(memory.used_mib, 0)}/{fmt.gib(memory.total_mib, 0)}G"
 
 
 def _title(chip: ChipSample, in_group: bool) -> Text:
@@ -130,8 +140,9 @@ def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -
     """The multi-line card (wide terminals)."""
     key = chip.identity.key
     inner = width - 1
-    spark_w = max(6, inner // 3)
-    bar_w = max(6, inner - LABEL_WIDTH - 12 - spark_w)
+    room = inner - LABEL_WIDTH - VALUE_WIDTH  # for the bar and the sparkline
+    bar_w = BAR_WIDTH if room - BAR_WIDTH >= MIN_SPARK_WIDTH else max(4, room - MIN_SPARK_WIDTH)
+    spark_w = max(1, room - bar_w)
     head = _title(chip, in_group)
     head.append("  ")
     head.append_text(render.badge(chip.health))
@@ -140,11 +151,12 @@ def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -
         label, util / 100 if util is not None else None, bar_w, fmt.percent(util), "green"
     )
     util_line.append_text(render.spark(history.values(key, util_metric, last=spark_w), spark_w, 100))
-    mem_label, used, total, mem_metric = _memory(chip)
-    share, pct = render.fraction(used, total)
-    mem_text = f"{fmt.gib(used, 0)}/{fmt.gib(total, 0)}G" if share is not None else fmt.NA
-    mem_line = _metric_line(mem_label, share, bar_w, mem_text, render.usage_style(pct))
-    mem_line.append_text(render.spark(history.values(key, mem_metric, last=spark_w), spark_w, total))
+    memory = chip_memory(chip)
+    share, pct = render.fraction(memory.used_mib, memory.total_mib)
+    mem_text = _memory_figures(memory, share)
+    mem_line = _metric_line(_memory_label(memory), share, bar_w, mem_text, render.usage_style(pct))
+    mem_history = history.values(key, memory.used_metric, last=spark_w)
+    mem_line.append_text(render.spark(mem_history, spark_w, memory.total_mib))
     rated = rated_power_w(chip.identity.name)
     power_share = chip.power_w / rated if rated and chip.power_w is not None else None
     power_line = _metric_line(
@@ -164,8 +176,15 @@ def _metric_line(label: str, share: Optional[float], bar_w: int, value: str, sty
         line.append(" " * bar_w)
     else:
         line.append_text(render.bar(share, bar_w, style))
-    line.append(f" {value:>10} ", style="bold" if value != fmt.NA else "dim")
+    line.append(f" {value:>{VALUE_WIDTH - 2}} ", style="bold" if value != fmt.NA else "dim")
     return line
+
+
+def _memory_column(memory: ChipMemory, share: Optional[float]) -> str:
+    """The one-line row's memory figures, aligned on the slash: `` 52/64G``, ``  3/64G``, ``    n/a``."""
+    if share is None:
+        return f"{fmt.NA:>7}"
+    return f"{fmt.gib(memory.used_mib, 0):>3}/{fmt.gib(memory.total_mib, 0)}G"
 
 
 def compact_line(chip: ChipSample, history: History, width: int, in_group: bool) -> Text:
@@ -174,21 +193,21 @@ def compact_line(chip: ChipSample, history: History, width: int, in_group: bool)
     line = Text()
     who = f" └c{ident.chip_id}" if in_group and ident.chip_id else f"{ident.npu_id:>3}"
     line.append(f"{who:<5}", style="bold")
-    line.append(f"{(ident.name or '?')[:10]:<11}")
+    line.append(f"{(ident.name or '?')[:11]:<12}")  # "Ascend 910B", "Ascend950DT" whole
     badge = render.badge(chip.health)
     line.append_text(badge)
     line.append(" " * max(0, 12 - len(badge.plain)))
     label, util, _ = _utilisation(chip)
-    mem_label, used, total, _ = _memory(chip)
-    share, pct = render.fraction(used, total)
+    memory = chip_memory(chip)
+    share, pct = render.fraction(memory.used_mib, memory.total_mib)
     rest = width - len(line.plain) - 40
     bar_w = max(4, min(14, rest // 2))
     line.append(f"{label} ")
     line.append_text(render.bar(util / 100 if util is not None else None, bar_w, "green"))
     line.append(f" {fmt.percent(util):>4} ")
-    line.append(f"{mem_label} ")
+    line.append(f"{_memory_label(memory)} ")
     line.append_text(render.bar(share, bar_w, render.usage_style(pct)))
-    line.append(f" {fmt.gib(used, 0):>3}/{fmt.gib(total, 0)}G ")
+    line.append(f" {_memory_column(memory, share)} ")
     line.append(f"{fmt.watts(chip.power_w).replace(' W', 'W'):>7} ")
     line.append(fmt.celsius(chip.temperature_c), style=render.temperature_style(chip.temperature_c))
     if _stale(chip):

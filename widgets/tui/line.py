@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
@@ -24,7 +26,7 @@ class TextLines(Widget):
         super().__init__(id=id, classes=classes)
         self._texts: List[Text] = []  # what the strips show, to skip rendering unchanged lines
         self._strips: List[Strip] = []
-        self._drawn_for: Optional[Tuple[int, bool]] = None  # (width, compact) the strips fit
+        self._drawn_for: Optional[Tuple[int, bool, Style]] = None  # (width, compact, style) drawn for
 
     def lines(self) -> List[Text]:
         """The content, one Text per screen line."""
@@ -44,10 +46,11 @@ class TextLines(Widget):
             return
         texts = self.lines()
         if len(texts) != len(self._texts):
-            self._draw(texts, key[0])
+            self._draw(texts, key[0], key[2])
             self.refresh()
             return
         console = self.app.console
+        base = key[2]
         changed = []
         for y, (was, now) in enumerate(zip(self._texts, texts)):
             # Text equality ignores the base style (the alerts line turns red with the same
@@ -55,32 +58,46 @@ class TextLines(Widget):
             if was == now and was.style == now.style:
                 continue
             self._texts[y] = now
-            strip = _strip(now, console, key[0])
+            strip = text_strip(now, console, key[0], base)
             if strip != self._strips[y]:
                 self._strips[y] = strip
                 changed.append(Region(0, y, key[0], 1))
         if changed:
             self.refresh(*changed)
 
-    def _key(self) -> Tuple[int, bool]:
-        return (self.size.width, self.has_class("compact"))
+    def _key(self) -> Tuple[int, bool, Style]:
+        # The widget's own style (theme, focus) is drawn into the strips: a change redraws them.
+        return (self.size.width, self.has_class("compact"), self.visual_style.rich_style)
 
-    def _draw(self, texts: List[Text], width: int) -> None:
+    def _draw(self, texts: List[Text], width: int, base: Style) -> None:
         console = self.app.console
         self._texts = texts
-        self._strips = [_strip(text, console, width) for text in texts]
+        self._strips = [text_strip(text, console, width, base) for text in texts]
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         key = self._key()
         if self._drawn_for != key:
-            self._draw(self.lines(), width)
+            self._draw(self.lines(), width, key[2])
             self._drawn_for = key
-        return self._strips[y] if y < len(self._strips) else Strip.blank(width)
+        return self._strips[y] if y < len(self._strips) else Strip.blank(width, key[2])
 
 
-def _strip(text: Text, console: Console, width: int) -> Strip:
-    return Strip(list(text.render(console, end=""))).adjust_cell_length(width)
+def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
+    """``text`` as one screen line ``width`` cells wide, every segment styled over ``base``.
+
+    ``base`` is the widget's own style, as textual's line-API widgets apply it.  Every segment
+    must carry a Style: under NO_COLOR textual's monochrome filter reads each segment's colour
+    and fails on the ``None`` that ``Text.render`` and the padding helpers leave.  And
+    ``Text.render`` drops a Text's own style when it has no spans (``Text("…", style="red")``),
+    which a Console would apply, so it is applied here.
+    """
+    if text.spans or not text.style:
+        segments = list(text.render(console))
+    else:
+        segments = [Segment(text.plain, console.get_style(text.style, default=Style.null()))]
+    styled = [Segment(cells, base + style) for cells, style, _ in segments if cells]
+    return Strip(styled).adjust_cell_length(width, base)
 
 
 class Line(TextLines):

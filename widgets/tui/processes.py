@@ -6,6 +6,7 @@ import getpass
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from rich.style import Style
 from rich.text import Text
 from textual.events import Click
 from textual.geometry import Size
@@ -14,6 +15,7 @@ from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
 from npuwatch.widgets import format as fmt
+from npuwatch.widgets.tui.line import text_strip
 
 COLUMNS = ("NPU", "Chip", "PID", "User", "NPU mem", "%CPU", "RSS", "Elapsed", "Command")
 
@@ -54,7 +56,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self.rows: List[Tuple[Text, ...]] = []
         self._strips: List[Strip] = []
         self._header = Strip.blank(0)
-        self._drawn_width = -1
+        self._drawn_for: Optional[Tuple[int, Style]] = None  # (width, widget style) of the strips
         self._column_starts: List[int] = []
 
     def on_mount(self) -> None:
@@ -77,7 +79,7 @@ class ProcessTable(ScrollView, can_focus=True):
         now = self.now_s if self.now_s is not None else time.time()
         self.rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
         self.virtual_size = Size(self.size.width, len(self.rows) + 1)
-        self._drawn_width = -1
+        self._drawn_for = None
         self._retitle()
         self.refresh()
 
@@ -101,7 +103,7 @@ class ProcessTable(ScrollView, can_focus=True):
         shown = f" · filter “{self.filter_text}”" if self.filter_text else ""
         self.border_title = f"Processes ({len(self.processes)}) · sort {name} {arrow}{shown}"
 
-    def _draw(self, width: int) -> None:
+    def _draw(self, width: int, base: Style) -> None:
         widths = [
             max([len(COLUMNS[i]), *(len(row[i].plain) for row in self.rows)]) for i in range(len(COLUMNS))
         ]
@@ -113,7 +115,7 @@ class ProcessTable(ScrollView, can_focus=True):
             header.append(
                 f" {name:<{widths[i]}} ", style="bold underline" if name == SORTS[self.sort_index][0] else ""
             )
-        self._header = Strip(list(header.render(console, end=""))).adjust_cell_length(width)
+        self._header = text_strip(header, console, width, base)
         self._strips = []
         for row in self.rows:
             line = Text()
@@ -121,19 +123,20 @@ class ProcessTable(ScrollView, can_focus=True):
                 line.append(" ")
                 line.append_text(cell)
                 line.append(" " * (widths[i] - len(cell.plain) + 1))
-            self._strips.append(Strip(list(line.render(console, end=""))).crop_extend(0, width, None))
-        self._drawn_width = width
+            self._strips.append(text_strip(line, console, width, base))
+        self._drawn_for = (width, base)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        if self._drawn_width != width:
-            self._draw(width)
+        base = self.visual_style.rich_style
+        if self._drawn_for != (width, base):
+            self._draw(width, base)
         if y == 0:
             return self._header
         index = y - 1 + self.scroll_offset.y
         if 0 <= index < len(self._strips):
             return self._strips[index]
-        return Strip.blank(width)
+        return Strip.blank(width, base)
 
     def on_click(self, event: Click) -> None:
         if event.y != 0:
