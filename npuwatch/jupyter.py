@@ -2,7 +2,7 @@
 
     %load_ext npuwatch
     %npuwatch [--interval S] [--demo [SCENARIO]] [--replay FILE] [--devices 0,1] [--history MINUTES]
-              [--root DIR] [--npu-smi PATH] [--timeout S]          live view
+              [--layout auto|cards|table] [--root DIR] [--npu-smi PATH] [--timeout S]   live view
     %npuwatch snapshot [options]                                   one sample as a table
     %npuwatch doctor [options] [--only ID,…] [--skip ID,…]         environment diagnosis
     %npuwatch selftest [options] [--device N|all] [--level quick|full] [--backend auto|acl|torch]
@@ -23,6 +23,7 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from npuwatch.option_values import minutes
+from npuwatch.widgets.notebook.view_model import LAYOUTS
 
 COMMANDS = ("snapshot", "doctor", "selftest", "stop")
 USAGE = "%npuwatch [snapshot|doctor|selftest|stop] [--demo [SCENARIO]] [--interval S] … (%npuwatch --help)"
@@ -36,6 +37,7 @@ _VALUED = frozenset(
         "--devices",
         "--timeout",
         "--history",
+        "--layout",
         "--only",
         "--skip",
         "--device",
@@ -80,6 +82,12 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             default=None,
             metavar="MINUTES",
             help="how much history the plots show (default 15)",
+        )
+        parser.add_argument(
+            "--layout",
+            choices=LAYOUTS,
+            default="auto",
+            help="a card per chip, a row per chip, or auto: the table above 8 chips (default auto)",
         )
     elif command == "doctor":
         from npuwatch.doctor.command import add_arguments
@@ -168,6 +176,7 @@ def _run(line: str) -> Any:
         interval_s=getattr(args, "interval", None),
         speed=getattr(args, "speed", None),
         history_min=history,
+        layout=args.layout,
     )
 
 

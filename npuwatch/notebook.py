@@ -118,6 +118,7 @@ def show(
     timeout_s: Optional[float] = None,
     speed: Optional[float] = None,
     history_min: float = DEFAULT_HISTORY_MIN,
+    layout: str = "auto",
     wait_s: float = FIRST_SAMPLE_WAIT_S,
     hub: Optional[SamplerHub] = None,
 ) -> LiveView:
@@ -126,14 +127,21 @@ def show(
     Sampling runs on a background thread shared by views with the same options; this returns
     after the first snapshot or ``wait_s`` seconds, whichever is first, and the view shows
     "sampling…" until the first snapshot.  Without an NPU and with no source named, the view
-    shows the demo machine, as the terminal dashboard does.
+    shows the demo machine, as the terminal dashboard does.  ``layout``: ``cards`` (a card per
+    chip), ``table`` (a row per chip) or ``auto`` (the table above 8 chips); a toggle in the
+    view switches between them.
     """
     from npuwatch.live_text import demo_fallback
     from npuwatch.widgets.notebook.live_view import LiveView, import_ipywidgets
+    from npuwatch.widgets.notebook.view_model import resolve_layout
 
     import_ipywidgets()  # the clear "pip install 'npuwatch[jupyter]'" error before any work
     if not history_min > 0:
         raise NotebookUsageError(f"history must be more than 0 minutes, got {history_min!r}")
+    try:
+        resolve_layout(layout, 0)
+    except ValueError as exc:
+        raise NotebookUsageError(str(exc)) from None
     options = feed_options(
         demo=demo,
         replay=replay,
@@ -146,7 +154,12 @@ def show(
     )
     options, banner = demo_fallback(options)
     view = LiveView(
-        options, interval_s=options["interval_s"], history_min=history_min, banner=banner, hub=hub
+        options,
+        interval_s=options["interval_s"],
+        history_min=history_min,
+        banner=banner,
+        hub=hub,
+        layout=layout,
     )
     _VIEWS.add(view)
     if wait_s > 0:

@@ -13,6 +13,13 @@ from tests.notebook.helpers import FeedMaker
 from tests.widgets.fakes import capture_snapshot
 
 
+@pytest.fixture(autouse=True)
+def crash_folder(tmp_path, monkeypatch):
+    """Where npuwatch.crash writes tracebacks during a test: never the user's ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "npuwatch"
+
+
 @pytest.fixture
 def needs_ipywidgets() -> None:
     """Skip without IPython and ipywidgets (the jupyter extra), but fail in CI."""

@@ -31,7 +31,8 @@ def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADL
 class FakeFeed:
     """A SnapshotFeed over fixed snapshots: the n-th sample is taken n seconds after the first.
 
-    ``gate`` (an Event) blocks every sample until set, as a hung npu-smi would.
+    ``gate`` (an Event) blocks every sample until set, as a hung npu-smi would; ``error`` is
+    raised by every sample (a bug in the sampler: npu-smi failures are notes, never exceptions).
     """
 
     def __init__(
@@ -40,11 +41,13 @@ class FakeFeed:
         *,
         interval_s: float = 0.02,
         gate: Optional[threading.Event] = None,
+        error: Optional[Exception] = None,
     ) -> None:
         self.snapshots = list(snapshots)
         self.interval_s = interval_s
         self.history = History()
         self.gate = gate
+        self.error = error
         self.calls = 0
         self.closed = threading.Event()
 
@@ -56,6 +59,8 @@ class FakeFeed:
         if self.gate is not None:
             self.gate.wait()
         self.calls += 1
+        if self.error is not None:
+            raise self.error
         base = self.snapshots[min(self.calls, len(self.snapshots)) - 1]
         return replace(base, taken_at=base.taken_at + timedelta(seconds=self.calls - 1))
 
@@ -75,16 +80,22 @@ class FakeFeed:
 class FeedMaker:
     """The hub's factory: records the options of every feed it builds."""
 
-    def __init__(self, snapshots: Sequence[Snapshot], gate: Optional[threading.Event] = None) -> None:
+    def __init__(
+        self,
+        snapshots: Sequence[Snapshot],
+        gate: Optional[threading.Event] = None,
+        error: Optional[Exception] = None,
+    ) -> None:
         self.snapshots = snapshots
         self.gate = gate
+        self.error = error
         self.built: List[FakeFeed] = []
         self.options: List[dict] = []
 
     def __call__(self, **options: object) -> FakeFeed:
         self.options.append(options)
         interval = options.get("interval_s") or 0.02
-        feed = FakeFeed(self.snapshots, interval_s=float(interval), gate=self.gate)  # type: ignore[arg-type]
+        feed = FakeFeed(self.snapshots, interval_s=float(interval), gate=self.gate, error=self.error)  # type: ignore[arg-type]
         self.built.append(feed)
         return feed
 

@@ -80,3 +80,19 @@ def test_hung_npu_smi_never_blocks_the_magic(needs_ipywidgets):
     finally:
         view.stop()
     wait_for(lambda: not view.thread.is_alive(), "the sampler thread to end")
+
+
+def test_a_view_whose_callback_raises_gets_one_crash_line(snap_910b, crash_folder):
+    hub = SamplerHub(factory=FeedMaker([snap_910b]))
+    lines = []
+
+    def broken(snapshot):
+        raise RuntimeError("view bug")
+
+    subscription = hub.subscribe({"interval_s": 0.02}, broken, lambda m: None, lines.append)
+    wait_for(lambda: subscription.channel.samples >= 3, "three samples")
+    assert len(lines) == 1
+    assert lines[0].startswith("npuwatch: internal error in a notebook view: RuntimeError: view bug (")
+    (report,) = crash_folder.glob("npuwatch-crash-*.txt")
+    assert str(report) in lines[0] and "view bug" in report.read_text()
+    hub.stop_all()

@@ -114,3 +114,8 @@ def test_live_view_in_a_real_kernel(executed):
     chips = [m for m in models if 'class="npuwatch-chip ' in str(m.get("value", ""))]
     assert len(chips) == 1
     assert chips[0]["value"].count('class="npuwatch-chip ') == len(reference.chips)
+    # 8 chips: cards by default, and the cards/table toggle in the view says so.
+    assert state["layout"] == "cards" and 'class="npuwatch-chips npuwatch-layout-cards"' in chips[0]["value"]
+    toggles = [m for m in models if "npuwatch-layout-toggle" in m.get("_dom_classes", [])]
+    assert len(toggles) == 1
+    assert toggles[0]["_options_labels"] == ["cards", "table"] and toggles[0]["index"] == 0

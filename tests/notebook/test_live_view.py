@@ -10,7 +10,7 @@ from npuwatch.model import Health
 from npuwatch.widgets.notebook.live_view import SAMPLING, LiveView
 from npuwatch.widgets.notebook.view_model import sample_time
 from tests.conftest import CAPTURES
-from tests.notebook.helpers import wait_for
+from tests.notebook.helpers import Elements, FeedMaker, wait_for
 from tests.widgets.fakes import capture_snapshot
 
 
@@ -234,3 +234,175 @@ def test_show_validates_options_and_waits_briefly_for_the_first_snapshot(hub_fac
         notebook.show(demo="nope", hub=hub)
     with pytest.raises(notebook.NotebookUsageError, match="interval_s"):
         notebook.show(demo=True, interval_s=0, hub=hub)
+
+
+# --- layout: cards, or a compact table for many chips ------------------------------------------------
+
+
+def _rows(html: str):
+    """The chips shown, as (tag, (npu, chip)) in order."""
+    return [
+        (e["tag"], (int(e["attrs"]["data-npu"]), int(e["attrs"]["data-chip"])))
+        for e in Elements(html).by_class("npuwatch-chip")
+    ]
+
+
+def _assert_table(view, snapshot) -> None:
+    keys = [chip.identity.key for chip in snapshot.chips]
+    assert view.state()["layout"] == "table"
+    assert view.layout_toggle.value == "table"
+    found = Elements(view.chips.value)
+    assert len(found.by_class("npuwatch-chip-table")) == 1
+    assert _rows(view.chips.value) == [("tr", key) for key in keys]
+    for row in found.by_class("npuwatch-chip"):  # every row: its badge, four values, four plots
+        assert row["text"].count("✔ OK") == 1
+    assert len(found.by_class("npuwatch-value")) == 4 * len(keys)
+    assert len(found.by_class("npuwatch-miniplot")) == 4 * len(keys)
+    assert 'class="npuwatch-chip-table"' in view.html()  # the static fallback follows the view
+
+
+def _assert_cards(view, snapshot) -> None:
+    assert view.state()["layout"] == "cards"
+    assert view.layout_toggle.value == "cards"
+    assert _rows(view.chips.value) == [("div", chip.identity.key) for chip in snapshot.chips]
+    assert "npuwatch-chip-table" not in view.chips.value
+    assert "npuwatch-chip-table" not in view.html()
+
+
+def test_sixteen_chips_default_to_the_compact_table(hub_factory):
+    a3 = capture_snapshot("100")  # 8 NPUs × 2 chips
+    assert len(a3.chips) == 16
+    hub, _ = hub_factory([a3])
+    view = _live(hub)
+    try:
+        wait_for(lambda: view.updates >= 1, "an update")
+        assert view.state()["layout_choice"] == "auto"
+        _assert_table(view, a3)
+        assert "npuwatch-layout-toggle" in view.layout_toggle._dom_classes
+    finally:
+        view.stop()
+
+
+def test_eight_chips_default_to_cards(hub_factory, snap_910b):
+    hub, _ = hub_factory([snap_910b])
+    view = _live(hub)
+    try:
+        wait_for(lambda: view.updates >= 1, "an update")
+        _assert_cards(view, snap_910b)
+    finally:
+        view.stop()
+
+
+def test_the_toggle_switches_between_table_and_cards_and_keeps_the_choice(hub_factory):
+    a3 = capture_snapshot("100")
+    hub, _ = hub_factory([a3])
+    view = _live(hub)
+    try:
+        wait_for(lambda: view.updates >= 1, "an update")
+        _assert_table(view, a3)
+        view.layout_toggle.value = "cards"  # what a click in the front-end does
+        _assert_cards(view, a3)  # at once, without waiting for a sample
+        assert view.state()["layout_choice"] == "cards"
+        seen = view.updates
+        wait_for(lambda: view.updates >= seen + 3, "three more samples")
+        _assert_cards(view, a3)  # new samples keep the chosen form
+        view.layout_toggle.value = "table"
+        _assert_table(view, a3)
+    finally:
+        view.stop()
+
+
+@pytest.mark.parametrize(
+    ("layout", "number", "shown"), [("table", "001", "table"), ("cards", "100", "cards")]
+)
+def test_the_layout_option_overrides_auto(hub_factory, layout, number, shown):
+    snapshot = capture_snapshot(number)
+    hub, _ = hub_factory([snapshot])
+    view = _live(hub, layout=layout)
+    try:
+        wait_for(lambda: view.updates >= 1, "an update")
+        (_assert_table if layout == "table" else _assert_cards)(view, snapshot)
+        assert view.state()["layout_choice"] == layout
+    finally:
+        view.stop()
+
+
+def test_show_takes_a_layout_and_refuses_an_unknown_one(hub_factory, snap_910b):
+    from npuwatch import notebook
+
+    hub, _ = hub_factory([snap_910b])
+    capture = next(CAPTURES.glob("001_*.txt"))
+    view = notebook.show(replay=str(capture), interval_s=0.05, layout="table", hub=hub, wait_s=30)
+    try:
+        assert view.state()["layout"] == "table"
+    finally:
+        view.stop()
+    with pytest.raises(notebook.NotebookUsageError, match="layout must be one of auto, cards, table"):
+        notebook.show(replay=str(capture), layout="grid", hub=hub)
+
+
+# --- internal errors: one line in the view, the traceback in a file -------------------------------------
+
+
+def test_a_render_bug_shows_one_line_naming_the_traceback_file_and_the_view_goes_on(
+    hub_factory, snap_910b, crash_folder, monkeypatch
+):
+    from npuwatch.widgets.notebook import live_html
+
+    real = live_html.chips_html
+    broken = threading.Event()
+    broken.set()
+
+    def chips_html(*args, **kwargs):
+        if broken.is_set():
+            raise RuntimeError("render bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(live_html, "chips_html", chips_html)
+    hub, _ = hub_factory([snap_910b])
+    view = _live(hub)
+    try:
+        assert view.wait_first(30)  # show() is not held for its full wait by a broken render
+        wait_for(lambda: view.state()["crash"], "the crash line")
+        line = view.state()["crash"]
+        prefix = "npuwatch: internal error in the notebook live view: RuntimeError: render bug (traceback in "
+        assert line.startswith(prefix) and line.endswith("; please report it)")
+        (report,) = crash_folder.glob("npuwatch-crash-*.txt")
+        assert str(report) in line
+        text = report.read_text()
+        assert "Traceback" in text and "RuntimeError: render bug" in text and "chips_html" in text
+        shown = Elements(view.crash.value).by_class("npuwatch-crash")
+        assert [e["text"] for e in shown] == [line]
+        assert "internal error" in view.status
+        bundle = view._repr_mimebundle_()
+        assert line in bundle["text/plain"] and "npuwatch-crash" in bundle["text/html"]
+        samples = view.subscription.channel.samples
+        wait_for(lambda: view.subscription.channel.samples >= samples + 3, "three more samples")
+        assert len(list(crash_folder.glob("npuwatch-crash-*.txt"))) == 1  # the same bug: one report
+        broken.clear()  # the bug goes away: the view was never frozen, it updates again
+        wait_for(lambda: view.status == "live" and view.updates >= 1, "the view to update again")
+        assert view.chips.value.count('class="npuwatch-chip ') == 8
+    finally:
+        view.stop()
+
+
+def test_a_sampler_bug_shows_one_line_naming_the_traceback_file(hub_factory, snap_910b, crash_folder):
+    from npuwatch.widgets.notebook.hub import SamplerHub
+
+    maker = FeedMaker([snap_910b], error=KeyError("npu_id"))
+    hub = SamplerHub(factory=maker)
+    view = _live(hub)
+    try:
+        wait_for(lambda: view.state()["crash"], "the crash line")
+        line = view.state()["crash"]
+        assert line.startswith(
+            "npuwatch: internal error in the notebook sampler: KeyError: 'npu_id' (traceback in "
+        )
+        (report,) = crash_folder.glob("npuwatch-crash-*.txt")
+        assert str(report) in line and "KeyError" in report.read_text()
+        assert line in view.crash.value.replace("&#x27;", "'")
+        wait_for(lambda: maker.built[0].calls >= 4, "more samples")
+        assert len(list(crash_folder.glob("npuwatch-crash-*.txt"))) == 1
+    finally:
+        view.stop()
+        hub.stop_all()

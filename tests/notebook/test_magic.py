@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -98,6 +99,40 @@ def test_snapshot_form_takes_the_shared_options(ip):
     assert bare.snapshot.source == "demo:910b-training"
 
 
+def test_a3_demo_is_a_compact_table_and_layout_cards_gives_cards(ip):
+    table = ip.run_line_magic("npuwatch", "--demo a3 --interval 0.2")
+    cards = ip.run_line_magic("npuwatch", "--demo a3 --interval 0.2 --layout cards")
+    assert cards.thread is table.thread  # the layout is the view's own: one sampler
+    wait_for(lambda: table.updates >= 1 and cards.updates >= 1, "both views to update")
+    assert (table.state()["layout"], cards.state()["layout"]) == ("table", "cards")
+    assert table.chips.value.count('<tr class="npuwatch-chip ') == 16
+    assert cards.chips.value.count('<div class="npuwatch-chip ') == 16
+
+
+def test_duo_snapshot_lists_every_chip_it_cannot_report(ip):
+    result = ip.run_line_magic("npuwatch", "snapshot --demo 310p-duo")
+    html = result._repr_mimebundle_()["text/html"]
+    listed = html.split("Not reported:", 1)[1]
+    for chip in result.snapshot.chips:
+        if chip.power_w is None:
+            assert f"NPU {chip.identity.npu_id} chip {chip.identity.chip_id}" in listed
+    assert {c.identity.chip_id for c in result.snapshot.chips} == {0, 1}
+
+
+@pytest.mark.parametrize("scenario", ["no-driver", "container-missing-nodes"])
+def test_failing_npu_smi_says_its_reason_once_in_the_live_view(ip, scenario):
+    from html import unescape
+
+    view = ip.run_line_magic("npuwatch", f"--demo {scenario} --interval 0.2")
+    wait_for(lambda: view.updates >= 1, "the first sample")
+    state = view.state()
+    reason = state["shared_reason"]
+    assert reason and reason == state["chips"][0]["reasons"]["power"]
+    shown = unescape(re.sub(r"<[^>]+>", " ", re.sub(r'title="[^"]*"', "", view.chips.value)))
+    assert shown.count(reason) == 1
+    assert all(set(chip["metrics"].values()) == {"n/a"} for chip in state["chips"])
+
+
 def test_doctor_form_shows_statuses_and_a_verdict(ip):
     result = ip.run_line_magic("npuwatch", "doctor --demo chip-alarm")
     html = result._repr_mimebundle_()["text/html"]
@@ -144,6 +179,7 @@ def test_selftest_form_runs_the_runtime_with_progress(ip, tmp_path, monkeypatch)
         ("selftest --devices 0", "selftest takes --device"),
         ("doctor --replay x.txt", "doctor does not take --replay"),
         ("--history 0", "more than 0 minutes"),
+        ("--layout grid", "argument --layout: invalid choice: 'grid'"),
         ("--devices a,b", "expected NPU IDs"),
         ("doctor --demo --only no-such-check", "no-such-check"),
         ("'unbalanced", "quotation"),

@@ -5,6 +5,9 @@ per tick.  Each channel's daemon thread builds the feed, samples every ``interva
 each Snapshot to its subscribers; the last subscriber leaving stops the thread, which then closes
 the feed (removing a demo's simulated machine).  Nothing here waits for npu-smi on the caller's
 thread: a hung npu-smi holds only the channel's own thread.
+
+An exception from the feed or a view is a bug (npu-smi failures arrive as notes in the
+Snapshot): its traceback goes to a file (``npuwatch.crash``) and the views get one line saying so.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from npuwatch.crash import crash_line
+
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
     from npuwatch.model import Snapshot
@@ -25,6 +30,7 @@ _log = logging.getLogger("npuwatch")
 FeedFactory = Callable[..., "SnapshotFeed"]
 SnapshotCallback = Callable[["Snapshot"], None]
 ErrorCallback = Callable[[str], None]
+Subscriber = Tuple[SnapshotCallback, ErrorCallback, ErrorCallback]  # snapshot, error, crash line
 OptionsKey = Tuple[Tuple[str, Any], ...]
 
 
@@ -68,13 +74,15 @@ class Channel:
         self.label = ""
         self.latest: Optional[Snapshot] = None
         self.error: Optional[str] = None
+        self.crashed = False  # ``error`` is an internal error's crash line, not a source problem
         self.samples = 0
         self.feed: Optional[SnapshotFeed] = None
         self._factory = factory
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._subscribers: Dict[int, Tuple[SnapshotCallback, ErrorCallback]] = {}
+        self._subscribers: Dict[int, Subscriber] = {}
         self._failed_callbacks: set = set()
+        self._crashes: Dict[Tuple[str, str], str] = {}
         self.thread = threading.Thread(target=self._run, name="npuwatch-notebook-sampler", daemon=True)
 
     @property
@@ -88,9 +96,15 @@ class Channel:
         with self._lock:
             return len(self._subscribers)
 
-    def add(self, ident: int, on_snapshot: SnapshotCallback, on_error: ErrorCallback) -> None:
+    def add(
+        self,
+        ident: int,
+        on_snapshot: SnapshotCallback,
+        on_error: ErrorCallback,
+        on_crash: Optional[ErrorCallback] = None,
+    ) -> None:
         with self._lock:
-            self._subscribers[ident] = (on_snapshot, on_error)
+            self._subscribers[ident] = (on_snapshot, on_error, on_crash or on_error)
 
     def remove(self, ident: int) -> None:
         with self._lock:
@@ -107,46 +121,78 @@ class Channel:
     def _run(self) -> None:
         try:
             feed = self._factory(**self.options)
-        except Exception as exc:
+        except (ValueError, OSError) as exc:  # a source that cannot be opened: say why
             self.error = f"could not start sampling: {exc}"
             self._publish(None)
+            return
+        except Exception as exc:
+            self._crash(exc)
             return
         self.feed = feed
         try:
             self.label = feed.label
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    snapshot: Optional[Snapshot] = feed.sample()
-                    self.error = None
-                except Exception as exc:  # the sampler contains environment problems: this is a bug
-                    snapshot, self.error = None, f"sampling failed: {type(exc).__name__}: {exc}"
-                if self._stop.is_set():
-                    break
-                if snapshot is not None:
-                    self.latest = snapshot
-                    self.samples += 1
-                self._publish(snapshot)
-                self._stop.wait(max(0.05, feed.interval_s - (time.monotonic() - started)))
+            self._loop(feed)
+        except Exception as exc:  # a bug outside sampling: every view says so, none goes silent
+            self._crash(exc)
         finally:
             try:
                 feed.close()
             except Exception as exc:
                 _log.warning("npuwatch: closing the notebook's sampler failed: %s", exc)
 
+    def _loop(self, feed: SnapshotFeed) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                snapshot: Optional[Snapshot] = feed.sample()
+                self.error, self.crashed = None, False
+            except Exception as exc:  # the sampler turns npu-smi problems into notes: this is a bug
+                snapshot = None
+                self.error, self.crashed = self._crash_line(exc), True
+            if self._stop.is_set():
+                break
+            if snapshot is not None:
+                self.latest = snapshot
+                self.samples += 1
+            self._publish(snapshot)
+            self._stop.wait(max(0.05, feed.interval_s - (time.monotonic() - started)))
+
+    def _crash_line(self, exc: Exception) -> str:
+        """The crash line for ``exc``; the same error every tick writes its traceback only once."""
+        key = (type(exc).__name__, str(exc))
+        if key not in self._crashes:
+            self._crashes[key] = crash_line(exc, "the notebook sampler")
+        return self._crashes[key]
+
+    def _crash(self, exc: Exception) -> None:
+        self.error, self.crashed = self._crash_line(exc), True
+        self._publish(None)
+
     def _publish(self, snapshot: Optional[Snapshot]) -> None:
         with self._lock:
             subscribers = list(self._subscribers.items())
-        for ident, (on_snapshot, on_error) in subscribers:
+        for ident, (on_snapshot, on_error, on_crash) in subscribers:
             try:
                 if snapshot is not None:
                     on_snapshot(snapshot)
+                elif self.crashed and self.error:
+                    on_crash(self.error)
                 else:
                     on_error(self.error or "no snapshot")
             except Exception as exc:  # one broken view must not stop the others
-                if ident not in self._failed_callbacks:
-                    self._failed_callbacks.add(ident)
-                    _log.warning("npuwatch: a notebook view failed to update: %r", exc)
+                self._view_failed(ident, exc, on_crash)
+
+    def _view_failed(self, ident: int, exc: Exception, on_crash: ErrorCallback) -> None:
+        """A view's own callback raised: its traceback to a file, once, and the line to that view."""
+        if ident in self._failed_callbacks:
+            return
+        self._failed_callbacks.add(ident)
+        line = crash_line(exc, "a notebook view")
+        _log.warning("%s", line)
+        try:
+            on_crash(line)
+        except Exception:  # the view cannot even show a line: the log above is all there is
+            _log.debug("npuwatch: the view could not show its crash line", exc_info=True)
 
 
 class SamplerHub:
@@ -160,12 +206,18 @@ class SamplerHub:
         self._atexit = False
 
     def subscribe(
-        self, options: Mapping[str, Any], on_snapshot: SnapshotCallback, on_error: ErrorCallback
+        self,
+        options: Mapping[str, Any],
+        on_snapshot: SnapshotCallback,
+        on_error: ErrorCallback,
+        on_crash: Optional[ErrorCallback] = None,
     ) -> Subscription:
         """Receive the snapshots of the feed ``options`` name, starting its thread if needed.
 
         The callbacks run on the channel's thread (or on this one, at once, with the latest
-        snapshot when the channel already has one).
+        snapshot when the channel already has one).  ``on_error`` gets why there is no snapshot
+        (a source that cannot be opened); ``on_crash`` (default ``on_error``) gets the one-line
+        report of an internal error, whose traceback was written to a file.
         """
         key = options_key(options)
         ident = next(self._ids)
@@ -175,7 +227,7 @@ class SamplerHub:
             if channel is None or fresh:
                 channel = Channel(self, key, options, self.factory)
                 self._channels[key] = channel
-            channel.add(ident, on_snapshot, on_error)
+            channel.add(ident, on_snapshot, on_error, on_crash)
             if not self._atexit:
                 atexit.register(self.stop_all)
                 self._atexit = True

@@ -4,6 +4,11 @@ Every widget is created here, on the caller's (the kernel's main) thread; the hu
 assigns ``.value`` strings, so no comm is opened off the main thread.  The view stops when its
 root widget is closed (from Python or the front-end), on ``stop()``, and at interpreter exit (the
 hub's atexit handler).
+
+The chips are cards, or a compact table (one row per chip) by default above
+``COMPACT_ABOVE_CHIPS``; a toggle in the view switches.  An exception while rendering is a bug:
+its traceback goes to a file (``npuwatch.crash``), the view shows one line naming it and keeps
+trying with the next sample, so it never freezes silently.
 """
 
 from __future__ import annotations
@@ -15,17 +20,21 @@ from typing import TYPE_CHECKING, Any, Deque, Dict, Mapping, Optional, Tuple
 
 from npuwatch.alerts import Alert, AlertTracker
 from npuwatch.availability import no_data_reason
+from npuwatch.crash import crash_line
 from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
 from npuwatch.widgets.notebook.torch_memory import own_memory
-from npuwatch.widgets.notebook.view_model import ViewModel, build_view
+from npuwatch.widgets.notebook.view_model import ViewModel, build_view, resolve_layout
 
 if TYPE_CHECKING:
     from npuwatch.model import Snapshot
 
 JUPYTER_EXTRA_HINT = "pip install 'npuwatch[jupyter]'"
 SAMPLING = "sampling…"
+INTERNAL_ERROR = "internal error"
+#: What the crash line names as the failing part.
+WHERE = "the notebook live view"
 
 
 def import_ipywidgets() -> Any:
@@ -50,8 +59,11 @@ class LiveView:
         history_min: float = 15.0,
         banner: str = "",
         hub: Optional[SamplerHub] = None,
+        layout: str = "auto",
     ) -> None:
         widgets = import_ipywidgets()
+        resolve_layout(layout, 0)  # a ValueError naming the choices, before any widget exists
+        self.layout_choice = layout  # auto | cards | table; a click on the toggle makes it explicit
         self.options = dict(options)
         self.interval_s = interval_s
         self.history_min = history_min
@@ -63,8 +75,12 @@ class LiveView:
         self.alerts: Tuple[Alert, ...] = ()
         self.view: Optional[ViewModel] = None
         self.error: Optional[str] = None
+        self.crash_line: Optional[str] = None  # an internal error, with where its traceback is
         self.status = SAMPLING
         self.updates = 0
+        self._problem: Optional[str] = None
+        self._shown_layout: Optional[str] = None  # the form the chips are drawn in, once known
+        self._last_crash: Optional[Tuple[Tuple[str, str], str]] = None  # (type, message), line
         self._host_cpu: Deque[Optional[float]] = deque(maxlen=self.points)
         self._lock = threading.RLock()
         self._first = threading.Event()
@@ -81,12 +97,24 @@ class LiveView:
         self.host = html("")
         self.processes = html("", layout=widgets.Layout(max_height="260px", overflow="auto"))
         self.notes = html("")
+        self.crash = html("")
+        self.layout_toggle = widgets.ToggleButtons(
+            options=[("cards", "cards"), ("table", "table")],
+            index=None if layout == "auto" else ("cards", "table").index(layout),
+            tooltips=["a card per chip, with labelled plots", "a row per chip (the default above 8 chips)"],
+            style={"button_width": "52px"},
+            layout=widgets.Layout(width="auto"),
+        )
+        self.layout_toggle.add_class("npuwatch-layout-toggle")
+        self.layout_toggle.observe(self._on_layout_toggle, names="value")
         parts = []
         if banner:
             parts.append(html(f'<div class="npuwatch-banner" style="font-size:12px">{_esc(banner)}</div>'))
         clock = widgets.HBox([html('<span style="opacity:0.7">updated</span>'), self.updated])
+        right = widgets.HBox([self.layout_toggle, clock], layout=widgets.Layout(align_items="center"))
         parts += [
-            widgets.HBox([self.header, clock], layout=widgets.Layout(justify_content="space-between")),
+            widgets.HBox([self.header, right], layout=widgets.Layout(justify_content="space-between")),
+            self.crash,
             self.alerts_html,
             self.chips,
             self.host,
@@ -98,7 +126,7 @@ class LiveView:
         self.widget.observe(self._on_comm_change, names="comm")
         self._watch_comm_close()
         self._subscription: Subscription = self._hub.subscribe(
-            self.options, self._on_snapshot, self._on_error
+            self.options, self._on_snapshot, self._on_error, self._on_crash
         )
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -153,35 +181,86 @@ class LiveView:
     # --- updates (on the hub's thread) -----------------------------------------------------------
 
     def _on_snapshot(self, snapshot: Snapshot) -> None:
+        try:
+            with self._lock:
+                if self._stopped:
+                    return
+                if self.widget.comm is None:
+                    self.stop()
+                    return
+                self._render(snapshot)
+        except Exception as exc:  # a bug in npuwatch: one line in the view, never a frozen view
+            self._on_crash(self._crash_line(exc))
+        finally:
+            self._first.set()
+
+    def _render(self, snapshot: Snapshot) -> None:
+        self.history.add(snapshot)
+        self._host_cpu.append(snapshot.host.cpu_percent if snapshot.host is not None else None)
+        self.alerts = self.tracker.update(snapshot)
+        view = build_view(
+            snapshot,
+            self.history,
+            self.alerts,
+            points=self.points,
+            window=self.window,
+            own_memory=own_memory(snapshot.chips),
+            host_cpu_series=tuple(self._host_cpu) if snapshot.host is not None else (),
+            my_pid=os.getpid(),
+        )
+        self.snapshot, self.view, self.error = snapshot, view, None
+        self._problem = None if snapshot.chips else no_data_reason(snapshot)
+        self.alerts_html.value = live_html.alerts_html(view)
+        self._draw_chips(resolve_layout(self.layout_choice, len(view.chips)))
+        self.host.value = live_html.host_html(view.host, view.window, self.points)
+        self.processes.value = live_html.processes_html(view.processes)
+        self.notes.value = live_html.notes_html(view.warnings)
+        self.updated.value = view.updated
+        self.status = "live"
+        self.header.value = live_html.header_html(view.title, view.source, self.status)
+        self.updates += 1
+
+    def _draw_chips(self, layout: str) -> None:
+        """Draw the chips of the current frame as ``layout``; the toggle shows which form it is."""
+        if self.view is None:
+            return
+        self._shown_layout = layout  # first: the toggle's observer then sees no change of choice
+        self.layout_toggle.value = layout
+        self.chips.value = live_html.chips_html(self.view, self.points, self._problem, layout=layout)
+
+    def _on_layout_toggle(self, change: Dict[str, Any]) -> None:
+        """A click on cards/table (on the kernel's main thread): redraw now, keep the choice."""
+        layout = change.get("new")
+        if layout not in ("cards", "table"):
+            return
+        try:
+            with self._lock:
+                if layout == self._shown_layout:  # set by _draw_chips, not by a click
+                    return
+                self.layout_choice = layout
+                self._draw_chips(layout)
+        except Exception as exc:
+            self._on_crash(self._crash_line(exc))
+
+    def _crash_line(self, exc: Exception) -> str:
+        """The line for ``exc``; the same error on every sample writes its traceback only once."""
+        key = (type(exc).__name__, str(exc))
         with self._lock:
-            if self._stopped:
+            if self._last_crash is None or self._last_crash[0] != key:
+                self._last_crash = (key, crash_line(exc, WHERE))
+            return self._last_crash[1]
+
+    def _on_crash(self, line: str) -> None:
+        """Show an internal error's line (from rendering, or from the hub's sampler thread)."""
+        with self._lock:
+            if self._stopped or self.widget.comm is None:
                 return
-            if self.widget.comm is None:
-                self.stop()
-                return
-            self.history.add(snapshot)
-            self._host_cpu.append(snapshot.host.cpu_percent if snapshot.host is not None else None)
-            self.alerts = self.tracker.update(snapshot)
-            view = build_view(
-                snapshot,
-                self.history,
-                self.alerts,
-                points=self.points,
-                window=self.window,
-                own_memory=own_memory(snapshot.chips),
-                host_cpu_series=tuple(self._host_cpu) if snapshot.host is not None else (),
-                my_pid=os.getpid(),
-            )
-            self.snapshot, self.view, self.error, self.status = snapshot, view, None, "live"
-            self.updates += 1
-            self.header.value = live_html.header_html(view.title, view.source, self.status)
-            self.alerts_html.value = live_html.alerts_html(view)
-            problem = None if snapshot.chips else no_data_reason(snapshot)
-            self.chips.value = live_html.chips_html(view, self.points, problem)
-            self.host.value = live_html.host_html(view.host, view.window, self.points)
-            self.processes.value = live_html.processes_html(view.processes)
-            self.notes.value = live_html.notes_html(view.warnings)
-            self.updated.value = view.updated
+            self.crash_line = line
+            self.status = INTERNAL_ERROR
+            self.crash.value = live_html.crash_html(line)
+            self.header.value = live_html.header_html(self._title(), self._source_label(), self.status)
+            if self.snapshot is None:
+                self.chips.value = ""
         self._first.set()
 
     def _on_error(self, message: str) -> None:
@@ -212,25 +291,42 @@ class LiveView:
 
     def text(self) -> str:
         """The current frame as plain text (the text/plain fallback)."""
+        try:
+            return self._text()
+        except Exception as exc:  # shown when the cell displays: never a traceback there
+            line = self._crash_line(exc)
+            self._on_crash(line)
+            return line
+
+    def _text(self) -> str:
         from npuwatch.widgets.text import render_snapshot
 
         with self._lock:
-            snapshot, alerts, status = self.snapshot, self.alerts, self.status
+            snapshot, alerts, status, crash = self.snapshot, self.alerts, self.status, self.crash_line
+        after = f"\n{crash}" if crash else ""
         if snapshot is None:
-            return f"npuwatch live view ({self._source_label()}): {status}"
+            return f"npuwatch live view ({self._source_label()}): {status}{after}"
         lines = [render_snapshot(snapshot).rstrip("\n"), ""]
         lines += [f"⚠ {a.message}: {a.detail}" for a in alerts] or ["no alerts"]
         when = self.view.updated if self.view else ""
-        return "\n".join(lines) + f"\n(live view {status}; sample time {when})"
+        return "\n".join(lines) + f"\n(live view {status}; sample time {when}){after}"
 
     def html(self) -> str:
-        """The current frame as static HTML (the text/html fallback)."""
+        """The current frame as static HTML (the text/html fallback), in the form the view shows."""
+        try:
+            return self._html()
+        except Exception as exc:  # shown when the cell displays: never a traceback there
+            line = self._crash_line(exc)
+            self._on_crash(line)
+            return f'<div class="npuwatch-live">{live_html.crash_html(line)}</div>'
+
+    def _html(self) -> str:
         with self._lock:
-            view, status = self.view, self.status
+            view, status, crash, layout = self.view, self.status, self.crash_line, self._shown_layout
         if view is None:
             head = live_html.header_html("npuwatch", self._source_label(), status)
-            return f'<div class="npuwatch-live">{head}</div>'
-        return live_html.page_html(view, status, self.points)
+            return f'<div class="npuwatch-live">{head}{live_html.crash_html(crash)}</div>'
+        return live_html.page_html(view, status, self.points, layout or "cards", crash)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
         bundle: Dict[str, Any] = {}
@@ -263,6 +359,10 @@ class LiveView:
                 )
             return {
                 "status": self.status,
+                "crash": self.crash_line,
+                "layout": self._shown_layout,
+                "layout_choice": self.layout_choice,
+                "shared_reason": view.shared_reason if view is not None else None,
                 "updates": self.updates,
                 "updated": self.updated.value,
                 "source": view.source if view is not None else self._source_label(),
