@@ -1,10 +1,12 @@
-"""A private JupyterLab server for the browser tests, and the notebooks they open in it.
+"""A private Jupyter server (JupyterLab or Notebook 7) for the browser tests, and the notebooks
+they open in it.
 
-The server runs as ``sys.executable -m jupyter lab`` in its own process group, with every
-Jupyter/IPython directory (config, data, runtime, IPython profile, lab settings, workspaces)
-under the test's temporary directory, so nothing from the user's home leaks in and nothing is
-left behind.  Announcements, news and update checks are off: the test network is closed, and a
-"Would you like to receive official Jupyter news?" toast would cover the notebook.
+The server runs as ``sys.executable -m jupyter lab`` (or ``jupyter notebook``) in its own process
+group, with every Jupyter/IPython directory (config, data, runtime, IPython profile, settings,
+workspaces) under the test's temporary directory, so nothing from the user's home leaks in and
+nothing is left behind.  Announcements, news and update checks are off: the test network is
+closed, and a "Would you like to receive official Jupyter news?" toast would cover the notebook.
+Both front ends are built from JupyterLab's components and read the same settings files.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Dict, List, Optional, Sequence
+from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 import psutil
 
@@ -39,6 +42,39 @@ LAB_SETTINGS: Dict[str, Dict[str, object]] = {
     # Start the notebook's kernel without a "Select Kernel" dialog.
     "@jupyterlab/notebook-extension/tracker": {"autoStartDefaultKernel": True},
 }
+
+
+@dataclass(frozen=True)
+class JupyterApp:
+    """What differs between the front ends: the ``jupyter`` subcommand, its options and its pages."""
+
+    name: str  # the test id
+    command: str  # ``jupyter <command>``
+    config: str  # the app's configurable class, for expose_app_in_browser and the settings folders
+    notebook_page: str  # the page that opens one notebook, ``{}`` for its path
+    menu_bar: str  # the CSS selector of the main menu bar
+    options: Tuple[str, ...] = ()  # options only this app has
+
+
+LAB = JupyterApp(
+    name="jupyterlab",
+    command="lab",
+    config="LabApp",
+    notebook_page="lab/tree/{}",
+    menu_bar="#jp-menu-panel",
+    options=(
+        "--LabApp.news_url=None",
+        "--LabApp.extension_manager=readonly",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ),
+)
+NOTEBOOK = JupyterApp(
+    name="notebook7",
+    command="notebook",
+    config="JupyterNotebookApp",
+    notebook_page="notebooks/{}",
+    menu_bar="#menu-panel",
+)
 
 
 def free_port() -> int:
@@ -64,12 +100,18 @@ def write_notebook(path: Path, cells: Sequence[str]) -> Path:
     return path
 
 
-class JupyterLab:
-    """One ``jupyter lab`` subprocess serving ``root`` on a free localhost port."""
+class JupyterServer:
+    """One ``jupyter lab`` (or ``jupyter notebook``) subprocess serving ``root`` on a free localhost port."""
 
     def __init__(
-        self, home: Path, root: Path, log_path: Path, extra_env: Optional[Dict[str, str]] = None
+        self,
+        home: Path,
+        root: Path,
+        log_path: Path,
+        app: JupyterApp = LAB,
+        extra_env: Optional[Dict[str, str]] = None,
     ) -> None:
+        self.app = app
         self.home = home
         self.root = root
         self.log_path = log_path
@@ -86,6 +128,10 @@ class JupyterLab:
     def url(self, path: str) -> str:
         """``base_url/path?token=…`` (``path`` without a leading slash, may carry no query)."""
         return f"{self.base_url}/{path}?token={self.token}"
+
+    def notebook_url(self, name: str) -> str:
+        """The page that opens the notebook ``name`` (relative to the root) in this front end."""
+        return self.url(self.app.notebook_page.format(name))
 
     def environ(self) -> Dict[str, str]:
         dirs = {
@@ -115,11 +161,12 @@ class JupyterLab:
             path.write_text(json.dumps(values), encoding="utf-8")
 
     def argv(self) -> List[str]:
+        config = self.app.config
         return [
             sys.executable,
             "-m",
             "jupyter",
-            "lab",
+            self.app.command,
             "--no-browser",
             f"--IdentityProvider.token={self.token}",
             "--ServerApp.ip=127.0.0.1",
@@ -128,13 +175,11 @@ class JupyterLab:
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.open_browser=False",
             "--ServerApp.terminals_enabled=False",
-            "--LabApp.news_url=None",
-            "--LabApp.extension_manager=readonly",
             # window.jupyterapp: lets the test ask the app itself whether the kernel is ready.
-            "--LabApp.expose_app_in_browser=True",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            f"--LabApp.user_settings_dir={self.home / 'lab-settings'}",
-            f"--LabApp.workspaces_dir={self.home / 'lab-workspaces'}",
+            f"--{config}.expose_app_in_browser=True",
+            f"--{config}.user_settings_dir={self.home / 'lab-settings'}",
+            f"--{config}.workspaces_dir={self.home / 'lab-workspaces'}",
+            *self.app.options,
         ] + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else [])
 
     def start(self) -> None:
@@ -160,7 +205,9 @@ class JupyterLab:
         last_error = ""
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_text()}")
+                raise RuntimeError(
+                    f"jupyter {self.app.command} exited with {self.proc.returncode}:\n{self.log_text()}"
+                )
             try:
                 with urllib.request.urlopen(self.url("api/status"), timeout=5) as response:
                     if response.status == 200:
@@ -169,7 +216,9 @@ class JupyterLab:
             except (OSError, ValueError, urllib.error.URLError) as exc:
                 last_error = repr(exc)
             time.sleep(0.25)
-        raise RuntimeError(f"jupyter lab never answered /api/status ({last_error}):\n{self.log_text()}")
+        raise RuntimeError(
+            f"jupyter {self.app.command} never answered /api/status ({last_error}):\n{self.log_text()}"
+        )
 
     def api(self, path: str) -> object:
         """GET ``/api/<path>`` and decode the JSON answer."""
