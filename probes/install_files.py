@@ -47,18 +47,25 @@ def _none_if_empty(value: Optional[str]) -> Optional[str]:
     return value if value else None
 
 
-def _bracket_lists(value: Optional[str]) -> List[List[str]]:
-    """``[a],[b,c]`` → ``[['a'], ['b', 'c']]``."""
-    return [[part.strip() for part in group.split(",")] for group in _BRACKETS.findall(value or "")]
+def parse_bracket_lists(value: Optional[str]) -> Tuple[Tuple[str, ...], ...]:
+    """Every bracketed group of an install file's list value, in order: one parser for that form.
+
+    ``[6.4.0,6.4.99],[7.0.0,8.9.9]`` → ``(('6.4.0', '6.4.99'), ('7.0.0', '8.9.9'))``;
+    ``[V100R001C13],[V100R001C15]`` → ``(('V100R001C13',), ('V100R001C15',))``.  Used for
+    ``compatible_version``, ``compatible_version_fw`` and ``compatible_version_drv``.
+    """
+    return tuple(tuple(part.strip() for part in group.split(",")) for group in _BRACKETS.findall(value or ""))
 
 
 def _versions_list(value: Optional[str]) -> Tuple[str, ...]:
-    return tuple(part for group in _bracket_lists(value) for part in group if part)
+    return tuple(part for group in parse_bracket_lists(value) for part in group if part)
 
 
 def _ranges(value: Optional[str]) -> Tuple[VersionRange, ...]:
-    # compatible_version_fw=[7.0.0,7.2.99] (018); compatible_version_drv=[a,b],[c,d] (019)
-    return tuple((group[0], group[1]) for group in _bracket_lists(value) if len(group) == 2 and all(group))
+    # compatible_version_fw=[6.4.0,6.4.99],[7.0.0,8.9.9] (310P 25.3.rc1); compatible_version_drv=[a,b],[c,d] (019)
+    return tuple(
+        (group[0], group[1]) for group in parse_bracket_lists(value) if len(group) == 2 and all(group)
+    )
 
 
 # ---------------------------------------------------------------- typed files
@@ -72,7 +79,8 @@ class DriverVersionInfo:
     ascendhal_version: Optional[str] = None
     inner_version: Optional[str] = None
     compatible_versions: Tuple[str, ...] = ()  # CANN inner versions this driver accepts
-    compatible_firmware: Optional[VersionRange] = None  # (low, high)
+    #: Every (low, high) firmware range of ``compatible_version_fw``; a firmware in any one is accepted.
+    compatible_firmware_ranges: Tuple[VersionRange, ...] = ()
     package_version: Optional[str] = None
     fields: Mapping[str, str] = field(default_factory=dict)
     warnings: Tuple[str, ...] = ()
@@ -81,14 +89,13 @@ class DriverVersionInfo:
 def parse_driver_version_info(text: str) -> DriverVersionInfo:
     """Read the driver's ``version.info``."""
     values = parse_key_value_file(text)
-    ranges = _ranges(values.get("compatible_version_fw"))
     warnings = () if values.get("Version") else ("no Version= line",)
     return DriverVersionInfo(
         version=_none_if_empty(values.get("Version")),
         ascendhal_version=_none_if_empty(values.get("ascendhal_version")),
         inner_version=_none_if_empty(values.get("Innerversion")),
         compatible_versions=_versions_list(values.get("compatible_version")),
-        compatible_firmware=ranges[0] if ranges else None,
+        compatible_firmware_ranges=_ranges(values.get("compatible_version_fw")),
         package_version=_none_if_empty(values.get("package_version")),
         fields=values,
         warnings=warnings,

@@ -62,7 +62,7 @@ def test_018_driver_version_info():
     assert info.ascendhal_version == "7.35.19"
     assert info.inner_version == "V100R001C15SPC006B220"
     assert info.compatible_versions == ("V100R001C30", "V100R001C13", "V100R001C15", "V100R001C17")
-    assert info.compatible_firmware == ("7.0.0", "7.2.99")
+    assert info.compatible_firmware_ranges == (("7.0.0", "7.2.99"),)
     assert info.package_version is None  # this driver prints no package_version
     assert info.fields["tsfw_version"] == "1.0"
     assert info.warnings == ()
@@ -132,7 +132,7 @@ def test_version_cfg():
 def test_garbage_files_give_none():
     info = parse_driver_version_info("\x00\x01 not a file\n[[[")
     assert info.version is None
-    assert info.compatible_firmware is None
+    assert info.compatible_firmware_ranges == ()
     assert info.warnings
     assert parse_toolkit_install_info("").version is None
 
@@ -240,3 +240,10 @@ def test_discovery_never_raises_on_odd_environment(tmp_path_factory, environ):
     sysroot = Sysroot(root, environ=environ)
     find_cann_homes(sysroot)
     assert read_versions(sysroot) == Versions()
+
+
+def test_every_firmware_range_is_read():
+    # A real 310P driver 25.3.rc1 lists two firmware ranges; the second must not be dropped.
+    text = "Version=25.3.rc1\ncompatible_version_fw=[6.4.0,6.4.99],[7.0.0,8.9.9]\n"
+    info = parse_driver_version_info(text)
+    assert info.compatible_firmware_ranges == (("6.4.0", "6.4.99"), ("7.0.0", "8.9.9"))

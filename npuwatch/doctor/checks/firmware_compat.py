@@ -1,4 +1,4 @@
-"""Check firmware-compat: the firmware version lies in the driver's ``compatible_version_fw`` range."""
+"""Check firmware-compat: the firmware version lies in one of the driver's ``compatible_version_fw`` ranges."""
 
 from __future__ import annotations
 
@@ -56,35 +56,37 @@ def run(machine: Machine) -> Finding:
             "the firmware package: `./Ascend-hdk-<chip>-npu-firmware_<version>.run --full`, then reboot",
             [f"driver {driver.version}: compatible_version_fw={driver.fields.get('compatible_version_fw')}"],
         )
-    if driver.compatible_firmware is None:
+    ranges = driver.compatible_firmware_ranges
+    if not ranges:
         return skipped(
             f"driver {driver.version} does not declare a firmware range (no compatible_version_fw)"
         )
-    low_text, high_text = driver.compatible_firmware
     details = [
         f"{firmware_path}: Version={firmware.version}",
         f"{machine.driver_dir() / 'version.info'}: Version={driver.version}, "
-        f"compatible_version_fw=[{low_text},{high_text}]",
+        f"compatible_version_fw={driver.fields.get('compatible_version_fw')}",
     ]
-    found, low, high = version_parts(firmware.version), version_parts(low_text), version_parts(high_text)
-    if found is None or low is None or high is None:
+    shown = ", ".join(f"[{low}, {high}]" for low, high in ranges)
+    found = version_parts(firmware.version)
+    bounds = [(version_parts(low), version_parts(high)) for low, high in ranges]
+    readable = [(low, high) for low, high in bounds if low is not None and high is not None]
+    if found is None or not readable:
         return warned(
-            f"cannot compare firmware {firmware.version} with the range [{low_text}, {high_text}]",
+            f"cannot compare firmware {firmware.version} with the range{'s' if len(ranges) > 1 else ''} {shown}",
             "compare them by hand with the compatibility table in the driver's release notes",
             details,
         )
-    where = (
-        f"firmware {firmware.version} is outside driver {driver.version}'s range [{low_text}, {high_text}]"
-    )
-    if compare(found, low) < 0:
-        return failed(
-            f"{where}: the firmware is too old",
-            "upgrade the firmware to one this driver accepts: "
-            "`./Ascend-hdk-<chip>-npu-firmware_<version>.run --full` (driver and firmware from the same "
-            f"release); {_ORDER}",
-            details,
-        )
-    if compare(found, high) > 0:
+    for (low_text, high_text), (low, high) in zip(ranges, bounds):
+        if low is not None and high is not None and compare(found, low) >= 0 and compare(found, high) <= 0:
+            among = f" (of {shown})" if len(ranges) > 1 else ""
+            return passed(
+                f"firmware {firmware.version} is within driver {driver.version}'s range "
+                f"[{low_text}, {high_text}]{among}",
+                details,
+            )
+    plural = "ranges" if len(ranges) > 1 else "range"
+    where = f"firmware {firmware.version} is outside driver {driver.version}'s {plural} {shown}"
+    if all(compare(found, high) > 0 for _, high in readable):
         return failed(
             f"{where}: the driver is too old for this firmware",
             "upgrade the driver to a release whose compatible_version_fw covers "
@@ -92,8 +94,11 @@ def run(machine: Machine) -> Finding:
             + _ORDER,
             details,
         )
-    return passed(
-        f"firmware {firmware.version} is within driver {driver.version}'s range [{low_text}, {high_text}]",
+    return failed(
+        f"{where}: the firmware is too old",
+        "upgrade the firmware to one this driver accepts: "
+        "`./Ascend-hdk-<chip>-npu-firmware_<version>.run --full` (driver and firmware from the same "
+        f"release); {_ORDER}",
         details,
     )
 
