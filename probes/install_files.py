@@ -62,7 +62,7 @@ def _versions_list(value: Optional[str]) -> Tuple[str, ...]:
 
 
 def _ranges(value: Optional[str]) -> Tuple[VersionRange, ...]:
-    # compatible_version_fw=[6.4.0,6.4.99],[7.0.0,8.9.9] (310P 25.3.rc1); compatible_version_drv=[a,b],[c,d] (019)
+    # compatible_version_fw=[6.4.0,6.4.99],[7.0.0,8.9.9] (310P 25.3.rc1); compatible_version_drv (019)
     return tuple(
         (group[0], group[1]) for group in parse_bracket_lists(value) if len(group) == 2 and all(group)
     )

@@ -1,4 +1,4 @@
-"""Check firmware-compat: the firmware version lies in one of the driver's ``compatible_version_fw`` ranges."""
+"""Check firmware-compat: the firmware version lies in a range of the driver's ``compatible_version_fw``."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def run(machine: Machine) -> Finding:
     readable = [(low, high) for low, high in bounds if low is not None and high is not None]
     if found is None or not readable:
         return warned(
-            f"cannot compare firmware {firmware.version} with the range{'s' if len(ranges) > 1 else ''} {shown}",
+            f"cannot compare firmware {firmware.version} with {shown}",
             "compare them by hand with the compatibility table in the driver's release notes",
             details,
         )
