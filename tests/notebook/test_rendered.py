@@ -12,7 +12,7 @@ import importlib.util
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -29,6 +29,7 @@ CHROMIUM = os.environ.get("NPUWATCH_TEST_CHROMIUM", "/usr/bin/chromium")
 WIDTH = 1000
 #: The classes JupyterLab gives a text/html output (its stylesheet styles by them).
 OUTPUT_CLASSES = "jp-OutputArea-output jp-RenderedHTMLCommon jp-RenderedHTML"
+ROW_HEIGHTS_JS = "() => [...document.querySelectorAll('tr.npuwatch-chip')].map(row => row.offsetHeight)"
 
 #: Text on another line that an inline element's background covers.  Inline boxes are painted
 #: line by line, background then text, so a background reaching into the line above (padding, a
@@ -100,13 +101,22 @@ def page() -> Iterator[Any]:
             browser.close()
 
 
-def _show(page: Any, html: str, name: str) -> Dict[str, Any]:
-    """Load ``html`` as a JupyterLab text/html output; its height and the text its backgrounds hide."""
+#: The live view's chips are drawn in an ipywidgets HTML widget, not a text/html output: its
+#: content is ``.widget-html-content``, whose line-height is ``--jp-widgets-inline-height`` (28 px).
+WIDGET = ("widget-html-content", "line-height:28px;font-size:13px")
+
+
+def _show(page: Any, html: str, name: str, inside: Tuple[str, str] = (OUTPUT_CLASSES, "")) -> Dict[str, Any]:
+    """Load ``html`` as JupyterLab shows it (a text/html output unless ``inside`` says otherwise).
+
+    Returns its height and the text its inline backgrounds hide.
+    """
+    classes, style = inside
     page.set_content(
         '<!doctype html><html><head><meta charset="utf-8"><style>'
         + page.css
         + '</style></head><body class="jp-Notebook" data-jp-theme-light="true" style="margin:0">'
-        + f'<div id="out" class="{OUTPUT_CLASSES}" style="width:{WIDTH}px">'
+        + f'<div id="out" class="{classes}" style="width:{WIDTH}px;{style}">'
         + html
         + "</div></body></html>"
     )
@@ -139,6 +149,10 @@ def test_sixteen_chips_fit_a_compact_table(page):
     assert table["covered"] == [] and cards["covered"] == []
     assert table["height"] < 800  # a row per chip: about 30 px each, with the host and processes
     assert cards["height"] > 2 * table["height"]
+    # In the widget, under ipywidgets' 28 px line-height, a row stays one text line tall.
+    _show(page, live_html.chips_html(view, 900, layout="table"), "a3-table-widget", WIDGET)
+    heights = page.evaluate(ROW_HEIGHTS_JS)
+    assert len(heights) == 16 and max(heights) < 25  # 33 px at the widget's 28 px lines
 
 
 def test_failing_npu_smi_costs_one_line_not_one_per_metric(page):

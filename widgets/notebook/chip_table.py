@@ -24,6 +24,9 @@ from npuwatch.widgets.notebook.view_model import ChipRow, MetricCell, ViewModel,
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:middle;white-space:nowrap"
 _FALLBACK_LABELS = ("Util", "Memory", "Power", "Temp")
+#: ipywidgets' HTML widget sets ``line-height: var(--jp-widgets-inline-height)`` (28 px) on its
+#: content: rows of one text line and a 16 px plot would be 33 px tall instead of about 22.
+_COMPACT = "line-height:1.35"
 
 
 def _headers(rows: Sequence[ChipRow]) -> Sequence[str]:
@@ -84,7 +87,7 @@ def chip_table_html(view: ViewModel, slots: int) -> str:
     rows = "".join(_row_html(row, headers, view.window, slots) for row in view.chips)
     groups = [g for g in reason_groups(view.chips) if g.reason != view.shared_reason]
     return (
-        f'<div class="npuwatch-chips npuwatch-layout-table" style="font-family:{FONT}">'
+        f'<div class="npuwatch-chips npuwatch-layout-table" style="font-family:{FONT};{_COMPACT}">'
         f"{shared_reason_html(view.shared_reason)}"
         f'<table class="npuwatch-chip-table" style="border-collapse:collapse;font-size:12px">'
         f"<tr>{head}</tr>{rows}</table>{not_reported_html(groups)}</div>"

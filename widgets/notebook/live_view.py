@@ -102,7 +102,7 @@ class LiveView:
             options=[("cards", "cards"), ("table", "table")],
             index=None if layout == "auto" else ("cards", "table").index(layout),
             tooltips=["a card per chip, with labelled plots", "a row per chip (the default above 8 chips)"],
-            style={"button_width": "52px"},
+            style={"button_width": "auto"},
             layout=widgets.Layout(width="auto"),
         )
         self.layout_toggle.add_class("npuwatch-layout-toggle")
