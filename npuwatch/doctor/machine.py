@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pwd
+import re
 import threading
+from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union
 
+from npuwatch.model import NpuProcess
 from npuwatch.probes.container import ContainerInfo, detect_container
 from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.install_files import (
@@ -29,6 +33,17 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+_CONTAINER_PID_COLUMN = re.compile(r"Process\s+id\s+in\s+container", re.IGNORECASE)
+
+
+class ProcessPlace(Enum):
+    """Where a process of npu-smi's table runs, seen from this (possibly containerised) process."""
+
+    HERE = "here"  # in this container (or, on a host, in this mount namespace)
+    ELSEWHERE = "elsewhere"  # certainly in another container
+    MAYBE_ELSEWHERE = "maybe elsewhere"  # a private PID namespace, and nothing says it is ours
+    UNKNOWN = "unknown"
+
 
 class Machine:
     """The machine under diagnosis: a ``Sysroot`` (with its environment) and its npu-smi.
@@ -45,11 +60,14 @@ class Machine:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         *,
         verbose: bool = False,
+        python: Optional[str] = None,
     ) -> None:
         self.sysroot = sysroot
         self.npu_smi_path = npu_smi
         self.timeout_s = timeout_s
         self.verbose = verbose
+        #: ``--python PATH``: the interpreter to judge (a machine path), instead of the job's environment.
+        self.python_path = python
         self._values: Dict[str, Any] = {}
         self._locks: Dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -150,10 +168,71 @@ class Machine:
 
         return self._cached("info_table", parse)
 
+    def prints_container_pids(self) -> bool:
+        """Whether ``npu-smi info`` has the ``Process id in container`` column (26.x, capture 008)."""
+        output = self.npu_smi_info()
+        return isinstance(output, NpuSmiOutput) and bool(_CONTAINER_PID_COLUMN.search(output.text))
+
+    def process_place(self, process: NpuProcess) -> ProcessPlace:
+        """Whether a process npu-smi lists runs in this container: one rule for every check.
+
+        With the host's PIDs, the mount namespaces tell.  In a private PID namespace npu-smi's PIDs
+        are the host's: ``Process id in container`` names our own process (its ``comm`` matches);
+        ``NA`` there, with no such PID in this namespace, says it is another container's.
+        """
+        sysroot = self.sysroot
+        host_pid = self.container().host_pid_namespace
+        if host_pid is True:
+            mine = sysroot.readlink("/proc/self/ns/mnt")
+            theirs = sysroot.readlink(f"/proc/{process.pid}/ns/mnt")
+            if mine is None or theirs is None:
+                return ProcessPlace.UNKNOWN
+            return ProcessPlace.HERE if mine == theirs else ProcessPlace.ELSEWHERE
+        if host_pid is None:
+            return ProcessPlace.UNKNOWN
+        if process.container_pid is not None and process.name:
+            comm = sysroot.read_line(f"/proc/{process.container_pid}/comm")
+            if comm and (process.name.startswith(comm) or comm.startswith(process.name[:15])):
+                return ProcessPlace.HERE
+        if (
+            process.container_pid is None
+            and self.prints_container_pids()
+            and not sysroot.lexists(f"/proc/{process.pid}")
+        ):
+            return ProcessPlace.ELSEWHERE
+        return ProcessPlace.MAYBE_ELSEWHERE
+
+    # ---------------------------------------------------------------- users
+
+    def user_names(self) -> Dict[int, str]:
+        """UID → name from the machine's ``/etc/passwd`` (the tree's, under ``--root``)."""
+
+        def read() -> Dict[int, str]:
+            names: Dict[int, str] = {}
+            for line in (self.sysroot.read_text("/etc/passwd") or "").splitlines():
+                fields = line.split(":")
+                if len(fields) >= 3 and fields[2].isdigit():
+                    names.setdefault(int(fields[2]), fields[0])
+            return names
+
+        return self._cached("user_names", read)
+
+    def user_name(self, uid: int, fallback: Optional[str] = None) -> Optional[str]:
+        """The machine's name for ``uid``: its /etc/passwd, then (live only) the user database."""
+        name = self.user_names().get(uid)
+        if name is not None or not self.sysroot.is_live:
+            return name  # a tree's user is named by the tree, never by this host
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except (KeyError, OverflowError):
+            return fallback
+
     # ---------------------------------------------------------------- Python
 
     def python(self) -> PythonEnv:
         """The Python environment the user's jobs run in (packages, modules, version)."""
         from npuwatch.probes.python_env import PythonEnv
 
-        return self._cached("python", lambda: PythonEnv.for_sysroot(self.sysroot))
+        return self._cached(
+            "python", lambda: PythonEnv.for_sysroot(self.sysroot, interpreter=self.python_path)
+        )

@@ -8,9 +8,8 @@ from pathlib import PurePosixPath
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from npuwatch.doctor.checks.visible_devices import DOCKER_VISIBLE, RT_VISIBLE, parse_docker_visible
-from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
-from npuwatch.model import NpuProcess
 from npuwatch.probes.devices import MANAGER_NODES, DevNodes
 from npuwatch.probes.install_files import INSTALL_INFO
 from npuwatch.probes.npu_smi import NPU_SMI_PATHS
@@ -156,24 +155,7 @@ def _capabilities_privileged(sysroot: Sysroot) -> bool:
     return False
 
 
-def _in_this_container(process: NpuProcess, sysroot: Sysroot, host_pid: Optional[bool]) -> Optional[bool]:
-    """Whether an npu-smi process runs in this container; ``None`` when it cannot be told."""
-    if host_pid is True:  # --pid=host: the same mount namespace means the same container
-        mine = sysroot.readlink("/proc/self/ns/mnt")
-        theirs = sysroot.readlink(f"/proc/{process.pid}/ns/mnt")
-        return None if mine is None or theirs is None else mine == theirs
-    if host_pid is False:
-        # npu-smi prints host PIDs, which mean nothing here; 26.x adds "Process id in container"
-        # (capture 008), which names our own process when its comm matches.
-        if process.container_pid is not None and process.name:
-            comm = sysroot.read_line(f"/proc/{process.container_pid}/comm")
-            if comm and (process.name.startswith(comm) or comm.startswith(process.name[:15])):
-                return True
-        return False
-    return None
-
-
-def _physical_ids(machine: Machine, dev: DevNodes) -> Dict[Tuple[int, int], int]:
+def physical_ids(machine: Machine, dev: DevNodes) -> Dict[Tuple[int, int], int]:
     """(NPU, chip) → /dev/davinciN: the Phy-ID column where printed, else the chips in node order."""
     table = machine.info_table()
     chips = sorted(table.chips, key=lambda c: c.identity.key) if table is not None else []
@@ -201,14 +183,11 @@ def shared_chips(machine: Machine, dev: DevNodes, evidence: Sequence[str] = ()) 
     if table is None:
         return None
     container = machine.container()
-    foreign = [
-        p
-        for p in table.processes
-        if _in_this_container(p, machine.sysroot, container.host_pid_namespace) is False
-    ]
+    elsewhere = (ProcessPlace.ELSEWHERE, ProcessPlace.MAYBE_ELSEWHERE)
+    foreign = [p for p in table.processes if machine.process_place(p) in elsewhere]
     if not foreign:
         return None
-    phys = _physical_ids(machine, dev)
+    phys = physical_ids(machine, dev)
     busy = {phys[p.npu_id, p.chip_id] for p in foreign if (p.npu_id, p.chip_id) in phys}
     free = [n for n in dev.davinci_ids if n not in busy] if phys else []
     who = "this privileged container" if privileged else "this container"

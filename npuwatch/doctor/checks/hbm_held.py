@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pwd
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from npuwatch.doctor.checks import device_permissions
-from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.checks.container_mounts import physical_ids
+from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, passed, skipped, warned
 from npuwatch.model import ChipSample, NpuProcess
 
@@ -55,16 +55,7 @@ def _held(chip: ChipSample) -> Optional[_Held]:
     return _Held(chip, "HBM" if hbm else "memory", used, total, idle)
 
 
-def _user_names(machine: Machine) -> Dict[int, str]:
-    names: Dict[int, str] = {}
-    for line in (machine.sysroot.read_text("/etc/passwd") or "").splitlines():
-        fields = line.split(":")
-        if len(fields) >= 3 and fields[2].isdigit():
-            names.setdefault(int(fields[2]), fields[0])
-    return names
-
-
-def _owner(machine: Machine, pid: int, names: Dict[int, str]) -> Optional[_Owner]:
+def _owner(machine: Machine, pid: int) -> Optional[_Owner]:
     """Who runs ``pid``, from ``/proc/<pid>/status`` (``None`` when it is not visible here)."""
     text = machine.sysroot.read_text(f"/proc/{pid}/status", limit=16384)
     for line in (text or "").splitlines():
@@ -72,13 +63,7 @@ def _owner(machine: Machine, pid: int, names: Dict[int, str]) -> Optional[_Owner
             fields = line.split()
             if len(fields) >= 2 and fields[1].isdigit():
                 uid = int(fields[1])
-                name = names.get(uid)
-                if name is None and machine.sysroot.is_live:
-                    try:
-                        name = pwd.getpwuid(uid).pw_name
-                    except KeyError:
-                        name = None
-                return _Owner(uid, name)
+                return _Owner(uid, machine.user_name(uid))
     return None
 
 
@@ -87,10 +72,9 @@ def _others(machine: Machine, processes: Sequence[NpuProcess]) -> List[Tuple[Npu
     if machine.container().host_pid_namespace is False:
         return []  # npu-smi prints host PIDs: from inside a container they cannot be looked up
     me = device_permissions.current_user().uid
-    names = _user_names(machine)
     found = []
     for process in processes:
-        owner = _owner(machine, process.pid, names)
+        owner = _owner(machine, process.pid)
         if owner is not None and owner.uid != me:
             found.append((process, owner))
     return found
@@ -109,27 +93,96 @@ def run(machine: Machine) -> Finding:
     idle_chips = [chip for chip in table.chips if not by_chip.get(chip.identity.key)]
     held = [found for found in map(_held, idle_chips) if found is not None]
     others = _others(machine, table.processes)
+    foreign = _other_containers(machine, table.processes)
     details = [_held_line(h) for h in held] + [_other_line(p, o) for p, o in others]
-    if machine.container().host_pid_namespace is False and table.processes:
+    details += [_foreign_line(p) for p in foreign]
+    unplaced = len(table.processes) - len(foreign)
+    if machine.container().host_pid_namespace is False and unplaced:
         details.append(
             "whose processes these are cannot be told from inside a container (npu-smi prints host PIDs)"
         )
-    if not held and not others:
+    if not held and not others and not foreign:
         busy = len(table.chips) - len(idle_chips)
         return passed(
             f"no memory held without a process; processes on {busy} of {len(table.chips)} chips", details
         )
     held_chips = {h.chip.identity.key for h in held}
-    free = [chip.identity.label for chip in idle_chips if chip.identity.key not in held_chips]
+    free = [chip for chip in idle_chips if chip.identity.key not in held_chips]
     parts: List[str] = []
     hints: List[str] = []
+    if foreign:
+        parts.append(_foreign_summary(foreign))
+        hints.append(_foreign_hint(machine, foreign, free))
     if held:
         parts.append(_held_summary(held))
         hints.append(_held_hint(machine, held))
     if others:
         parts.append(_others_summary(others))
-        hints.append(_others_hint(others, free))
+        hints.append(_others_hint(others, [chip.identity.label for chip in free]))
     return warned("; ".join(parts), "; ".join(hints), details)
+
+
+def _other_containers(machine: Machine, processes: Sequence[NpuProcess]) -> List[NpuProcess]:
+    """Processes npu-smi shows that certainly run in another container (not this one's jobs)."""
+    if not machine.container().in_container:
+        return []
+    return [p for p in processes if machine.process_place(p) is ProcessPlace.ELSEWHERE]
+
+
+def _chip_label(npu_id: int, chip_id: int) -> str:
+    return f"NPU {npu_id}" if chip_id == 0 else f"NPU {npu_id} chip {chip_id}"
+
+
+def _foreign_line(process: NpuProcess) -> str:
+    memory = f", {process.npu_memory_mib} MiB" if process.npu_memory_mib is not None else ""
+    return (
+        f"{_chip_label(process.npu_id, process.chip_id)}: PID {process.pid} {process.name or '?'}{memory}; "
+        f"Process id in container: NA and no PID {process.pid} in this container: another container's job"
+    )
+
+
+def _foreign_summary(foreign: Sequence[NpuProcess]) -> str:
+    chips = sorted({(p.npu_id, p.chip_id) for p in foreign})
+    labels = ", ".join(_chip_label(n, c) for n, c in chips)
+    if len(foreign) == 1:
+        p = foreign[0]
+        memory = f", {p.npu_memory_mib} MiB" if p.npu_memory_mib is not None else ""
+        return f"{labels} is busy with another container's job (PID {p.pid} {p.name or '?'}{memory})"
+    mib = sum(p.npu_memory_mib or 0 for p in foreign)
+    verb = "is" if len(chips) == 1 else "are"
+    return f"{labels} {verb} busy with other containers' jobs ({len(foreign)} processes, {mib} MiB)"
+
+
+def _foreign_hint(machine: Machine, foreign: Sequence[NpuProcess], free: Sequence[ChipSample]) -> str:
+    pids = ",".join(str(p.pid) for p in foreign[:8])
+    owner = (
+        f"or find the owner on the host: `npu-smi info` there lists PID {pids}, and "
+        f"`ps -o user,pid,etime,cmd -p {pids}` (on the host) names who runs it"
+    )
+    logical = _logical_ids(machine, free)
+    if free and logical:
+        return (
+            "a job started here would share those chips with another tenant: ask for another chip, or use "
+            f"the free ones here: `export ASCEND_RT_VISIBLE_DEVICES={','.join(map(str, logical))}`; {owner}"
+        )
+    return (
+        "a job started here would share the chip with another tenant: ask for another chip (from the "
+        f"scheduler, or recreate the container with another free `--device /dev/davinciN`), {owner}"
+    )
+
+
+def _logical_ids(machine: Machine, chips: Sequence[ChipSample]) -> List[int]:
+    """The logical device IDs (ASCEND_RT_VISIBLE_DEVICES) of ``chips`` in this container, or []."""
+    dev = machine.dev()
+    davinci = list(dev.davinci_ids)
+    phys = physical_ids(machine, dev)
+    ids: List[int] = []
+    for chip in chips:
+        phy = phys.get(chip.identity.key)
+        if phy is None or phy not in davinci:
+            return []
+        ids.append(davinci.index(phy))
+    return sorted(ids)
 
 
 def _held_line(held: _Held) -> str:
