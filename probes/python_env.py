@@ -6,21 +6,30 @@ installed distributions' metadata (``importlib.metadata`` over explicit paths), 
 as the import system would find them (``importlib.machinery.FileFinder``, nothing executed), and
 files such as ``torch/version.py`` are read as text.
 
-On a live machine (root ``/``) the search path is this interpreter's ``sys.path``; in a sysroot
-tree it is the machine's ``PYTHONPATH`` (resolved under the root), the active virtual or conda
-environment, then the system's ``site-packages``/``dist-packages`` folders.
+The Python judged is the one the job runs in: an interpreter named with ``--python``, else the
+active virtual environment (``VIRTUAL_ENV``) or conda environment (``CONDA_PREFIX``), else this
+interpreter (live) or the system's ``site-packages``/``dist-packages`` folders (a tree).  A venv
+sees the system packages only when its ``pyvenv.cfg`` says ``include-system-site-packages = true``;
+a conda environment sees only its own.  On a live machine another interpreter is asked for its
+``sys.path`` (``python -E -c``: nothing of the job's is imported); in a tree, or when it cannot be
+run, its folders are read from files.  The machine's ``PYTHONPATH`` always comes first.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import json
+import os
+import posixpath
 import re
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from npuwatch.probes.install_files import parse_key_value_file
 from npuwatch.probes.sysroot import Sysroot
 
 #: System package folders of a tree, most specific first (pip as root on Debian writes
@@ -33,6 +42,11 @@ _SYSTEM_SITES = (
 )
 _ENV_SITES = ("lib/python3.*/site-packages",)
 _PYTHON_DIR = re.compile(r"^python(\d)\.(\d{1,2})$")
+_VERSION = re.compile(r"^(\d)\.(\d{1,2})")
+_SYSTEM_PREFIXES = ("/usr", "/usr/local")
+#: How long another interpreter may take to print its sys.path (a check has 3 s).
+QUERY_TIMEOUT_S = 2.0
+_QUERY = "import json, sys; print(json.dumps([list(sys.version_info[:2]), sys.path]))"
 
 _LOADERS = (
     (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES),
@@ -54,17 +68,25 @@ class PythonEnv:
     version: Tuple[int, int]  # (major, minor)
     version_source: str  # "this interpreter", the folder it was read from, or why it is assumed
     root: Optional[Path] = None  # the tree's root; None on a live machine
+    #: The interpreter the job runs (a machine path) when it is not npuwatch's own; for hints.
+    python: Optional[str] = None
+    #: Why the path is what it is (``/venv/pyvenv.cfg: include-system-site-packages = false``).
+    notes: Tuple[str, ...] = ()
     #: [normalized name → (version, site folder)], built on first use (a list: the record is frozen).
     _index: List[Dict[str, Tuple[str, Path]]] = field(
         default_factory=list, compare=False, hash=False, repr=False
     )
 
     @classmethod
-    def for_sysroot(cls, sysroot: Sysroot) -> PythonEnv:
-        """The Python of ``sysroot``: this interpreter on a live machine, else the tree's folders."""
-        if sysroot.is_live:
-            return cls._live(sysroot)
-        return cls._tree(sysroot)
+    def for_sysroot(cls, sysroot: Sysroot, interpreter: Optional[str] = None) -> PythonEnv:
+        """The Python the jobs of ``sysroot`` run in (``interpreter``: a machine path to judge instead)."""
+        if interpreter:
+            prefix = posixpath.dirname(posixpath.dirname(posixpath.normpath(interpreter)))
+            return cls._other(sysroot, _Target(interpreter, prefix, "--python"))
+        target = _active_environment(sysroot)
+        if target is None or (sysroot.is_live and _same_folder(target.prefix, sys.prefix)):
+            return cls._live(sysroot) if sysroot.is_live else cls._tree(sysroot)
+        return cls._other(sysroot, target)
 
     @classmethod
     def _live(cls, sysroot: Sysroot) -> PythonEnv:
@@ -74,22 +96,67 @@ class PythonEnv:
 
     @classmethod
     def _tree(cls, sysroot: Sysroot) -> PythonEnv:
-        sites: List[Path] = []
-        for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-            prefix = sysroot.getenv(variable) or ""
-            if prefix.startswith("/"):
-                sites += _glob_sites(sysroot.path(prefix), _ENV_SITES)
-        sites += _glob_sites(sysroot.root, _SYSTEM_SITES)
+        return cls._from_sites(sysroot, _glob_sites(sysroot.root, _SYSTEM_SITES))
+
+    @classmethod
+    def _from_sites(
+        cls,
+        sysroot: Sysroot,
+        sites: List[Path],
+        target: Optional[_Target] = None,
+        notes: Tuple[str, ...] = (),
+        version: Optional[Tuple[int, int]] = None,
+    ) -> PythonEnv:
         paths = _unique([*sysroot.env_paths("PYTHONPATH"), *sites])
-        version: Tuple[int, int] = (sys.version_info[0], sys.version_info[1])
+        found = version or (sys.version_info[0], sys.version_info[1])
         source = "assumed: no python3.N folder in the tree"
-        for site in sites:
-            found = _PYTHON_DIR.match(site.parent.name)
-            if found:
-                version = (int(found.group(1)), int(found.group(2)))
-                source = "/" + site.parent.relative_to(sysroot.root).as_posix()
-                break
-        return cls(paths, version, source, root=sysroot.root)
+        if target is not None and version is not None:
+            source = f"{target.prefix}/pyvenv.cfg"
+        else:
+            for site in sites:
+                match = _PYTHON_DIR.match(site.parent.name)
+                if match:
+                    found = (int(match.group(1)), int(match.group(2)))
+                    source = "/" + site.parent.relative_to(sysroot.root).as_posix()
+                    break
+        python = target.python if target is not None else None
+        root = None if sysroot.is_live else sysroot.root
+        return cls(paths, found, source, root=root, python=python, notes=notes)
+
+    @classmethod
+    def _other(cls, sysroot: Sysroot, target: _Target) -> PythonEnv:
+        """An interpreter or environment other than npuwatch's own: asked (live), else read from files."""
+        if sysroot.is_live:
+            asked = _ask(target.python)
+            if asked is not None:
+                version, entries = asked
+                paths = _unique([*sysroot.env_paths("PYTHONPATH"), *(Path(e) for e in entries if e)])
+                return cls(paths, version, target.python, python=target.python, notes=(target.why,))
+        return cls._from_files(sysroot, target)
+
+    @classmethod
+    def _from_files(cls, sysroot: Sysroot, target: _Target) -> PythonEnv:
+        prefix = target.prefix
+        sites = _glob_sites(sysroot.path(prefix), _ENV_SITES) if prefix not in _SYSTEM_PREFIXES else []
+        notes = [target.why]
+        cfg_text = sysroot.read_text(posixpath.join(prefix, "pyvenv.cfg"))
+        version: Optional[Tuple[int, int]] = None
+        if cfg_text is not None:
+            cfg = {key.lower(): value for key, value in parse_key_value_file(cfg_text).items()}
+            include = cfg.get("include-system-site-packages", "false").strip().lower()
+            notes.append(f"{prefix}/pyvenv.cfg: include-system-site-packages = {include}")
+            matched = _VERSION.match(cfg.get("version") or cfg.get("version_info") or "")
+            version = (int(matched.group(1)), int(matched.group(2))) if matched else None
+            if include == "true":
+                sites += _base_sites(sysroot, cfg.get("home", ""))
+        elif prefix in _SYSTEM_PREFIXES:
+            sites += _glob_sites(sysroot.root, _SYSTEM_SITES)
+        elif target.variable == "CONDA_PREFIX":
+            notes.append("a conda environment sees only its own site-packages")
+        else:
+            notes.append(f"no {prefix}/pyvenv.cfg: the system's site-packages are searched too")
+            sites += _glob_sites(sysroot.root, _SYSTEM_SITES)
+        return cls._from_sites(sysroot, sites, target, tuple(notes), version)
 
     # ---------------------------------------------------------------- queries
 
@@ -157,6 +224,64 @@ class PythonEnv:
                     index.setdefault(normalize_name(name), (version, site))
             self._index.append(index)
         return self._index[0]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The Python to judge: its interpreter and prefix (machine paths), and what named it."""
+
+    python: str
+    prefix: str
+    variable: str  # "--python", "VIRTUAL_ENV" or "CONDA_PREFIX"
+
+    @property
+    def why(self) -> str:
+        if self.variable == "--python":
+            return f"judging {self.python} (--python)"
+        return f"judging the environment the job runs in: {self.variable}={self.prefix}"
+
+
+def _active_environment(sysroot: Sysroot) -> Optional[_Target]:
+    """The activated venv (``VIRTUAL_ENV``, which wins over a conda base) or conda env, if any."""
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        value = (sysroot.getenv(variable) or "").strip()
+        if value.startswith("/") and "\x00" not in value:
+            prefix = posixpath.normpath(value)
+            return _Target(posixpath.join(prefix, "bin", "python"), prefix, variable)
+    return None
+
+
+def _same_folder(first: str, second: str) -> bool:
+    try:
+        return os.path.realpath(first) == os.path.realpath(second)
+    except (OSError, ValueError):
+        return False
+
+
+def _ask(python: str) -> Optional[Tuple[Tuple[int, int], List[str]]]:
+    """``python``'s version and ``sys.path``, by running it (``-E``: the job's PYTHON* are added by us)."""
+    try:
+        done = subprocess.run(
+            [python, "-E", "-c", _QUERY],
+            capture_output=True,
+            text=True,
+            timeout=QUERY_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+        version, entries = json.loads(done.stdout.strip().splitlines()[-1])
+        if done.returncode != 0 or not isinstance(entries, list):
+            return None
+        return (int(version[0]), int(version[1])), [str(entry) for entry in entries]
+    except (OSError, ValueError, IndexError, TypeError, subprocess.SubprocessError):
+        return None
+
+
+def _base_sites(sysroot: Sysroot, home: str) -> List[Path]:
+    """The base interpreter's site folders for a venv whose ``pyvenv.cfg`` says ``home = …/bin``."""
+    base = posixpath.dirname(posixpath.normpath(home.strip())) if home.strip().startswith("/") else ""
+    if not base or base in _SYSTEM_PREFIXES:
+        return _glob_sites(sysroot.root, _SYSTEM_SITES)
+    return _glob_sites(sysroot.path(base), _ENV_SITES)
 
 
 def _find(fullname: str, search: List[Path]) -> Optional[Tuple[Path, List[Path]]]:

@@ -29,6 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the checks and exit")
     parser.add_argument("--only", type=_ids, default=(), metavar="ID,…", help="run only these checks")
     parser.add_argument("--skip", type=_ids, default=(), metavar="ID,…", help="do not run these checks")
+    parser.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="judge this Python interpreter's packages (default: the active venv or conda env, else "
+        "npuwatch's own; under --root a path on that machine)",
+    )
 
 
 def _ids(text: str) -> Tuple[str, ...]:
@@ -86,7 +93,8 @@ def open_machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> T
             "root": str(sim.root),
             "npu_smi": str(sim.npu_smi),
         }
-        return Machine(sysroot, sim.npu_smi, timeout_s, verbose=verbose), about
+        python = getattr(args, "python", None)
+        return Machine(sysroot, sim.npu_smi, timeout_s, verbose=verbose, python=python), about
     try:
         root = machine_root(getattr(args, "root", None), os.environ)
     except ValueError as exc:
@@ -98,7 +106,7 @@ def open_machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> T
         "root": str(Path(root)),
         "npu_smi": None if npu_smi is None else str(npu_smi),
     }
-    return Machine(sysroot, npu_smi, timeout_s, verbose=verbose), about
+    return Machine(sysroot, npu_smi, timeout_s, verbose=verbose, python=getattr(args, "python", None)), about
 
 
 def _env_timeout() -> float:

@@ -130,7 +130,7 @@ def test_machine_without_npu_says_so_and_skips_hardware(tmp_path):
 
 def test_a_container_without_npu_skips_the_mount_check_instead_of_asking_for_davinci0(tmp_path):
     (tmp_path / ".dockerenv").write_text("")
-    code, out, _ = doctor("--root", str(tmp_path))
+    _code, out, _ = doctor("--root", str(tmp_path))
     assert "No Ascend NPU was found on this machine" in out
     assert "--device /dev/davinci0" not in out
     _, results, _ = doctor_json("--root", str(tmp_path))

@@ -56,9 +56,10 @@ def run(machine: Machine) -> Finding:
             found.append(f"{dep.pip_name} (module {dep.module}, no package metadata)")
         else:
             missing.append(dep)
-    python = f"python{env.version_text}"
+    python = env.python or f"python{env.version_text}"
     details = [
         f"Python {env.version_text} ({env.version_source})",
+        *env.notes,
         "searched: " + ", ".join(env.display(path) for path in env.paths),
     ]
     if found:
@@ -68,7 +69,8 @@ def run(machine: Machine) -> Finding:
             f"all {len(CANN_PYTHON_DEPS)} Python packages CANN's compiler uses are installed", details
         )
     names = " ".join(dep.pip_name for dep in missing)
-    hint = f"`{python} -m pip install {names}` (in the Python your jobs run in)"
+    where = "" if env.python else " (in the Python your jobs run in)"
+    hint = f"`{python} -m pip install {names}`{where}"
     required = [dep.pip_name for dep in missing if dep.required]
     if required:
         return failed(
