@@ -413,8 +413,17 @@ def _health(chip: ChipSample) -> Alert:
     else:
         severity = Severity.WARNING if chip.health is Health.WARNING else Severity.CRITICAL
         message = f"{label} {chip.health.value}"
+        if chip.errors:  # the codes npu-smi's health report gave (the sampler asks for them)
+            more = len(chip.errors) - 1
+            message += f" {chip.errors[0].text}" + (
+                f" (+{more} code{'s' if more > 1 else ''})" if more else ""
+            )
+            codes = ", ".join(f"{e.code} ({e.meaning})" if e.meaning else e.code for e in chip.errors)
+            why = f"error {codes}; {query} shows the report"
+        else:
+            why = f"{query} gives the error code"
         detail = (
-            f"npu-smi reports {label} in {chip.health.value}: {query} gives the error code; "
+            f"npu-smi reports {label} in {chip.health.value}: {why}; "
             "check `dmesg` and move jobs off a chip in Alarm or Critical."
         )
     return Alert(("health", *identity.key), severity, AlertKind.HEALTH, message, detail, identity.key)

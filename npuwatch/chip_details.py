@@ -30,6 +30,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
+from npuwatch.model import ChipError
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure
 from npuwatch.probes.npu_smi_kv import KeyValueBlock, KeyValueReport, parse_key_values
 from npuwatch.probes.npu_smi_reports import (
@@ -145,6 +146,24 @@ def fetch_chip_details(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> ChipDetail
         usages=session.ask("usages", parse_usages, chip_level=True),
         common=session.ask("common", parse_common, chip_level=True),
         health=session.ask("health", parse_health, chip_level=True),
+    )
+
+
+def fetch_chip_errors(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> Tuple[ChipError, ...]:
+    """The error codes ``npu-smi info -t health`` gives one chip, with their meanings; ``()`` when
+    it gives none or fails.  The detail screen's own query (card-level when ``-c`` is refused)."""
+    query = _Session(npu_smi, npu_id, chip_id).ask("health", parse_health, chip_level=True)
+    found = None if query.report is None else _pick(query.report.chips, chip_id)
+    return () if found is None else chip_errors(found)
+
+
+def chip_errors(health: ChipHealth) -> Tuple[ChipError, ...]:
+    """A health record's codes, each with its line of Error Information (npu-smi prints one per code)."""
+    meanings = [text for text in health.error_information if text.upper() != "NA"]
+    codes = [code for code in health.error_codes if code.upper() != "NA"]
+    return tuple(
+        ChipError(code, meanings[index] if index < len(meanings) else None)
+        for index, code in enumerate(codes)
     )
 
 

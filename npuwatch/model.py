@@ -117,6 +117,19 @@ class PcieLink:
 
 
 @dataclass(frozen=True)
+class ChipError:
+    """An error code npu-smi's health report gives a chip that is not OK, and what it means."""
+
+    code: str  # hex as npu-smi prints it: 80E01801
+    meaning: Optional[str] = None  # npu-smi's Error Information for it, when it printed one
+
+    @property
+    def text(self) -> str:
+        """``80E01801 HBM multi-bit ECC error``, or the code alone."""
+        return f"{self.code} {self.meaning}" if self.meaning else self.code
+
+
+@dataclass(frozen=True)
 class ChipSample:
     """One chip at one instant: identity, health and every metric (``None`` + a note when absent)."""
 
@@ -134,6 +147,7 @@ class ChipSample:
     hugepages_total: Optional[int] = None
     notes: Mapping[str, MetricNote] = field(default_factory=dict)
     pcie: Optional[PcieLink] = None
+    errors: Tuple[ChipError, ...] = ()  # from `npu-smi info -t health`, asked only when not OK
 
     def metric(self, name: str) -> Optional[float]:
         """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""

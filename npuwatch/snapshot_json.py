@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, Optional
 from npuwatch.model import (
     CHIP_METRICS,
     SCHEMA,
+    ChipError,
     ChipIdentity,
     ChipSample,
     Health,
@@ -82,6 +83,7 @@ def _chip_dict(chip: ChipSample) -> Dict[str, Any]:
     out["metric_status"] = {name: note.status.value for name, note in chip.notes.items()}
     out["metric_notes"] = {name: note.reason for name, note in chip.notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
+    out["errors"] = [{"code": e.code, "meaning": e.meaning} for e in chip.errors]
     return out
 
 
@@ -167,6 +169,7 @@ def _chip_from(data: Mapping[str, Any]) -> ChipSample:
         health=Health.parse(data.get("health")),
         notes=notes,
         pcie=None if pcie is None else PcieLink(**{f: pcie.get(f) for f in _PCIE_FIELDS if f in pcie}),
+        errors=tuple(ChipError(str(e["code"]), e.get("meaning")) for e in data.get("errors") or ()),
         **{metric: data.get(metric) for metric in CHIP_METRICS},
     )
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, Optional, Protocol, Tuple
 
+from npuwatch.chip_details import fetch_chip_errors
+from npuwatch.model import ChipError, Health
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure, classify
 from npuwatch.probes.npu_smi_lists import parse_mapping
 from npuwatch.probes.npu_smi_table import InfoTable, parse_info
@@ -14,6 +16,8 @@ from npuwatch.probes.runner import RunResult
 
 #: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.
 MAPPING_REFRESH_S = 300.0
+#: How often the error codes of a chip that stays not OK are asked again (a new fault may add one).
+ERRORS_REFRESH_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class NpuSmiSource:
         self.label = label
         self._clock = clock
         self._mapping: Optional[Tuple[Dict[Tuple[int, int], int], float]] = None
+        # Per chip not OK: the health its codes were asked for, when, and the codes.
+        self._errors: Dict[Tuple[int, int], Tuple[Health, float, Tuple[ChipError, ...]]] = {}
 
     def read(self) -> SourceReading:
         started = time.monotonic()
@@ -56,7 +62,30 @@ class NpuSmiSource:
             output = self.npu_smi.info()
         except NpuSmiError as exc:
             return SourceReading(None, exc.failure, time.monotonic() - started)
-        return SourceReading(self._with_logic_ids(parse_info(output.text)), None, output.duration_s)
+        table = self._with_errors(self._with_logic_ids(parse_info(output.text)))
+        return SourceReading(table, None, output.duration_s)
+
+    def _with_errors(self, table: InfoTable) -> InfoTable:
+        """Chips not OK get their error codes from ``npu-smi info -t health``: asked when a chip
+        turns not OK (or changes state), then every ``ERRORS_REFRESH_S``; healthy chips cost nothing."""
+        sick = [chip for chip in table.chips if chip.health is not Health.OK]
+        keys = {chip.identity.key for chip in sick}
+        self._errors = {key: known for key, known in self._errors.items() if key in keys}
+        if not sick:
+            return table
+        now = self._clock()
+        for chip in sick:
+            key = chip.identity.key
+            known = self._errors.get(key)
+            if known is None or known[0] is not chip.health or now - known[1] >= ERRORS_REFRESH_S:
+                self._errors[key] = (chip.health, now, fetch_chip_errors(self.npu_smi, *key))
+        chips = tuple(
+            replace(chip, errors=self._errors[chip.identity.key][2])
+            if chip.identity.key in self._errors
+            else chip
+            for chip in table.chips
+        )
+        return replace(table, chips=chips)
 
     def _with_logic_ids(self, table: InfoTable) -> InfoTable:
         now = self._clock()

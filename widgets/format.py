@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from npuwatch.model import PcieLink
+
 NA = "n/a"
 MIB_PER_GIB = 1024
 
@@ -88,3 +90,25 @@ def duration(seconds: Optional[float]) -> str:
 def number(value: Optional[float], digits: int = 0) -> str:
     """A plain number or ``n/a``."""
     return NA if value is None else f"{value:.{digits}f}"
+
+
+#: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
+_PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def pcie_speed(gt_s: Optional[float]) -> str:
+    """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
+    if gt_s is None:
+        return NA
+    generation = _PCIE_GENERATIONS.get(gt_s)
+    return f"{gt_s:g} GT/s" if generation is None else f"Gen{generation}"
+
+
+def pcie_link(link: PcieLink) -> str:
+    """The link against its maximum: ``Gen4 x8 of Gen5 x16``."""
+
+    def width(lanes: Optional[int]) -> str:
+        return "x?" if lanes is None else f"x{lanes}"
+
+    current = f"{pcie_speed(link.current_speed_gt_s)} {width(link.current_width)}"
+    return f"{current} of {pcie_speed(link.max_speed_gt_s)} {width(link.max_width)}"

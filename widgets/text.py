@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from npuwatch.chip_facts import chip_memory
 from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Snapshot
@@ -14,6 +14,9 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     lines = [_title(snapshot), _versions(snapshot), ""]
     if snapshot.chips:
         lines += _table(_CHIP_HEADER, [_chip_row(c) for c in snapshot.chips])
+        attention = _degraded_links(snapshot.chips)
+        if attention:
+            lines += ["", *attention]
     else:
         lines.append("No NPU chips could be read.")
     if snapshot.processes:
@@ -83,6 +86,23 @@ def _memory(chip: ChipSample) -> str:
     if not memory.total_mib:
         return fmt.NA
     return f"{fmt.used_total_gib(memory.used_mib, memory.total_mib)} {memory.kind}"
+
+
+def _degraded_links(chips: Sequence[ChipSample]) -> List[str]:
+    """A line per PCIe link below its maximum; chips sharing a PCI function (310P Duo) give one."""
+    lines: List[str] = []
+    seen: Set[str] = set()
+    for chip in chips:
+        link, ident = chip.pcie, chip.identity
+        if link is None or not link.present or not link.degraded:  # the model's one test
+            continue
+        if ident.bus_id is not None:
+            if ident.bus_id.lower() in seen:
+                continue
+            seen.add(ident.bus_id.lower())
+        where = f"{ident.label} ({ident.bus_id or 'no Bus-Id'})"
+        lines.append(f"▲ {where}: PCIe {fmt.pcie_link(link)} degraded — the link trained below its maximum")
+    return lines
 
 
 def _is_stale(chip: ChipSample) -> bool:

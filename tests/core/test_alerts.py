@@ -21,6 +21,7 @@ from npuwatch.alerts import (
 from npuwatch.chip_state import FELL_OFF_BUS, VANISHED
 from npuwatch.model import (
     CHIP_METRICS,
+    ChipError,
     ChipIdentity,
     ChipSample,
     Health,
@@ -150,6 +151,13 @@ def test_health_not_ok_shows_at_once(health, severity, message):
     assert alert.key == ("health", 3, 0)
     assert alert.chip == (3, 0)
     assert "npu-smi info -t health -i 3 -c 0" in alert.detail
+
+
+def test_health_alert_names_the_error_code_and_its_meaning():
+    errors = (ChipError("80E01801", "HBM multi-bit ECC error"), ChipError("80CB8002"))
+    alerts = AlertTracker().update(snap([chip(3, health=Health.ALARM, errors=errors)]))
+    assert alerts[0].message == "NPU 3 Alarm 80E01801 HBM multi-bit ECC error (+1 code)"
+    assert "80E01801 (HBM multi-bit ECC error), 80CB8002" in alerts[0].detail
 
 
 def test_health_from_a_real_capture_in_alarm():
@@ -509,9 +517,9 @@ def demo_alerts(scenario: str, samples: int) -> Tuple[Alert, ...]:
 
 
 def test_demo_chip_alarm_gives_a_critical_health_alert_on_npu_3():
-    alerts = demo_alerts("chip-alarm", 3)
+    alerts = demo_alerts("chip-alarm", 1)
     assert (AlertKind.HEALTH, Severity.CRITICAL, (3, 0)) in kinds(alerts)
-    assert alerts[0].message == "NPU 3 Alarm"
+    assert alerts[0].message == "NPU 3 Alarm 80E01801 HBM multi-bit ECC error"
 
 
 def test_demo_pcie_degraded_gives_a_link_alert_on_npu_5():

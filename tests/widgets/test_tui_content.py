@@ -12,9 +12,19 @@ import pytest
 from textual.pilot import Pilot
 
 from npuwatch.history import History
-from npuwatch.model import CHIP_METRICS, ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, Snapshot
+from npuwatch.model import (
+    CHIP_METRICS,
+    ChipIdentity,
+    ChipSample,
+    Health,
+    MetricNote,
+    MetricStatus,
+    PcieLink,
+    Snapshot,
+)
 from npuwatch.widgets.tui.app import NpuwatchApp
 from npuwatch.widgets.tui.chips import ChipCard, card_lines, compact_line
+from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.processes import ProcessTable
 from tests.widgets.fakes import FakeSampler, capture_snapshot, simulated_snapshots, wait_for
 
@@ -145,3 +155,49 @@ def test_equal_values_draw_equal_bars_on_the_dashboard(capture: str) -> None:
         assert drawn[0] and all(found == drawn[0] for found in drawn), drawn
 
     drive([same], scenario)
+
+
+# --- 5. a degraded PCIe link ------------------------------------------------------------------
+
+
+def test_a_degraded_link_is_on_its_chip_card() -> None:
+    snapshot = simulated_snapshots("pcie-degraded", 1)[0]  # NPU 5: 16 GT/s x8 of 32 GT/s x16
+
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        await pilot.pause(0.1)
+        for card in app.query(ChipCard):
+            lines = [line.plain for line in card.lines()]
+            if card.chip.identity.key == (5, 0):
+                assert any("PCIe Gen4 x8 of Gen5 x16" in line and "degraded" in line for line in lines), lines
+                assert card.size.height == len(lines), "the card grows to show the link"
+            else:
+                assert not any("PCIe" in line for line in lines), lines
+
+    drive([snapshot], scenario)
+
+
+def test_a_card_draws_a_link_below_its_maximum_speed_or_width() -> None:
+    chip = capture_snapshot("001").chips[0]
+    slow = replace(chip, pcie=PcieLink(8.0, 16.0, 8, 16))
+    lines = [line.plain for line in card_lines(slow, History(), 36, in_group=False)]
+    assert "▲ PCIe Gen3 x8 of Gen4 x16 degraded" in lines
+    full = replace(chip, pcie=PcieLink(16.0, 16.0, 16, 16))
+    assert len(card_lines(full, History(), 36, in_group=False)) == 5
+
+
+# --- 4. an alarm's error code -----------------------------------------------------------------
+
+
+def test_an_alarm_shows_its_error_code_and_meaning_on_the_card_and_the_alerts_line() -> None:
+    snapshot = simulated_snapshots("chip-alarm", 1)[0]  # NPU 3 in Alarm, 80E01801
+
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        await pilot.pause(0.1)
+        card = next(card for card in app.query(ChipCard) if card.chip.identity.key == (3, 0))
+        lines = [line.plain for line in card.lines()]
+        assert any("80E01801 HBM multi-bit ECC error" in line for line in lines), lines
+        assert card.size.height == len(lines)
+        alerts = app.query_one("#alerts", Line).text.plain
+        assert "NPU 3 Alarm 80E01801 HBM multi-bit ECC error" in alerts
+
+    drive([snapshot], scenario)

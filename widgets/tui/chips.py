@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.geometry import Size
 from textual.message import Message
 from textual.widget import Widget
 
@@ -46,7 +47,10 @@ class ChipCard(TextLines, can_focus=True):
 
     def show(self, chip: ChipSample) -> None:
         """Render a newer sample of this chip."""
+        grows = len(problem_lines(chip, 20)) != len(problem_lines(self.chip, 20))
         self.chip = chip
+        if grows:  # a line appeared or went (an alarm's code, a degraded link): the card resizes
+            self.refresh(layout=True)
         self.redraw()
 
     def lines(self) -> List[Text]:
@@ -55,6 +59,10 @@ class ChipCard(TextLines, can_focus=True):
         if self.has_class("compact"):
             return [compact_line(self.chip, self.history, width, self.in_group)]
         return card_lines(self.chip, self.history, width, self.in_group)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # The wide card is as tall as its lines: the metrics, then one line per problem.
+        return len(card_lines(self.chip, self.history, max(20, width), self.in_group))
 
     def on_click(self) -> None:
         self.post_message(self.Selected(self.chip.identity.key))
@@ -167,7 +175,33 @@ def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -
     temp_style = render.temperature_style(chip.temperature_c) or "yellow"
     temp_line = _metric_line("TEMP", temp_share, bar_w, fmt.celsius(chip.temperature_c), temp_style)
     temp_line.append_text(render.spark(history.values(key, "temperature_c", last=spark_w), spark_w, 100))
-    return [head, util_line, mem_line, power_line, temp_line]
+    return [head, util_line, mem_line, power_line, temp_line, *problem_lines(chip, width)]
+
+
+#: How many of a chip's error codes its card lists (the detail screen shows them all).
+CARD_ERRORS = 2
+
+
+def problem_lines(chip: ChipSample, width: int) -> List[Text]:
+    """The card's lines under its metrics, one per problem: the error codes of a chip that is not
+    OK, with their meaning, and a PCIe link below its maximum."""
+    lines: List[Text] = []
+    glyph, style = render.health_mark(chip.health)
+    for index, error in enumerate(chip.errors[:CARD_ERRORS]):
+        rest = len(chip.errors) - CARD_ERRORS
+        more = f" +{rest}" if index == CARD_ERRORS - 1 and rest > 0 else ""
+        lines.append(_fitted(f"{glyph} {error.text}", more, width, style))
+    link = chip.pcie
+    if link is not None and link.present and link.degraded:  # the model's one test of "degraded"
+        lines.append(_fitted(f"▲ PCIe {fmt.pcie_link(link)}", " degraded", width, "bold dark_orange"))
+    return lines
+
+
+def _fitted(text: str, tail: str, width: int, style: str) -> Text:
+    """``text + tail`` when it fits in ``width``, else ``text`` (cut with … if need be)."""
+    line = Text(text + tail if len(text + tail) <= width else text, style=style)
+    line.truncate(width, overflow="ellipsis")
+    return line
 
 
 def _metric_line(label: str, share: Optional[float], bar_w: int, value: str, style: str) -> Text:

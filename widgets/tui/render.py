@@ -31,6 +31,15 @@ def badge(health: Health) -> Text:
     return Text(f" {label} ", style=style)
 
 
+def health_mark(health: Health) -> Tuple[str, str]:
+    """The badge's glyph and a colour for text about a chip in this health (its error codes)."""
+    label, _ = _BADGES[health]
+    return label.split()[0], _MARK_STYLES.get(health, "bold")
+
+
+_MARK_STYLES = {Health.WARNING: "bold yellow", Health.ALARM: "bold dark_orange3", Health.CRITICAL: "bold red"}
+
+
 def bar(fraction: Optional[float], width: int, style: str = "green") -> Text:
     """A horizontal bar ``width`` cells wide, in eighths; ``None`` gives a dim empty track."""
     if fraction is None:
