@@ -220,8 +220,10 @@ class Machine:
     def user_name(self, uid: int, fallback: Optional[str] = None) -> Optional[str]:
         """The machine's name for ``uid``: its /etc/passwd, then (live only) the user database."""
         name = self.user_names().get(uid)
-        if name is not None or not self.sysroot.is_live:
-            return name  # a tree's user is named by the tree, never by this host
+        if name is not None:
+            return name  # a tree's user is named by the tree, not by this host
+        if not self.sysroot.is_live:
+            return fallback
         try:
             return pwd.getpwuid(uid).pw_name
         except (KeyError, OverflowError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import FrozenSet, List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
@@ -41,6 +41,13 @@ def current_user() -> UserIdentity:
     except (KeyError, OverflowError):
         name = None
     return UserIdentity(uid, name, frozenset({os.getegid(), *os.getgroups()}))
+
+
+def machine_user(machine: Machine) -> UserIdentity:
+    """``current_user()`` named as the machine names its UID (a tree's /etc/passwd, not this host's)."""
+    user = current_user()
+    name = machine.user_name(user.uid, user.name)
+    return user if name == user.name else replace(user, name=name)
 
 
 def may_open(node: DevNode, user: UserIdentity) -> bool:
@@ -83,7 +90,7 @@ def _node_line(node: DevNode) -> str:
 
 def run(machine: Machine) -> Finding:
     """Try each present node as the current user; root always passes."""
-    user = current_user()
+    user = machine_user(machine)
     nodes = [node for node in machine.dev().nodes.values() if node.usable]
     who = f"{user.name or 'uid ' + str(user.uid)} (uid {user.uid})"
     details = [_node_line(node) for node in nodes]

@@ -4,7 +4,9 @@ Two sources: the CANN ↔ HDK table of Huawei's release notes (``HDK_TABLE``), a
 machine-readable lists in the install files — the toolkit's ``compatible_version`` names the
 driver Innerversions (``V100R001Cnn``) it accepts, the driver's names the CANN ones
 (runtime-and-doctor.md §8.2).  A driver older than every HDK the table lists for this CANN fails
-(§10 row 22: 207019 / 207000 "feature not support"); one listed nowhere is "untested" (warn).
+(§10 row 22: 207019 / 207000 "feature not support"); otherwise the install files speak for the
+installed pair before the table does: a driver CANN's own list names passes; one listed nowhere is
+"untested" (warn).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def _upgrade_hint(row: HdkSupport, driver: str) -> str:
 
 
 def run(machine: Machine) -> Finding:
-    """Table first (too old fails, listed passes), then the install files' compatible_version lists."""
+    """Release notes' minimum (too old fails), then CANN's compatible_version list, then the table."""
     home = active_home(machine)
     if home is None:
         return skipped("no CANN install found (see cann-install)")
@@ -125,24 +127,34 @@ def run(machine: Machine) -> Finding:
     row = hdk_row(cann)
     if row is not None:
         details.append(f"release notes: CANN {cann} supports HDK {', '.join(row.drivers)} ({row.source})")
-        if any(version_matches(driver, line) for line in row.drivers):
-            return passed(f"driver {driver} is supported by CANN {cann} (release notes)", details)
         oldest = min(row.drivers, key=version_key)
-        if version_key(driver) < version_key(oldest):
+        listed_by_notes = any(version_matches(driver, line) for line in row.drivers)
+        if not listed_by_notes and version_key(driver) < version_key(oldest):
+            # Release notes naming a newer minimum are the one verdict a list does not overrule: a real
+            # 8.5.0 toolkit still lists V100R001C15 (captures 018, 020) yet needs HDK 25.0 (§10 row 22).
             return failed(
                 f"driver {driver} is too old for CANN {cann} (it needs HDK {oldest} or newer): expect "
                 "207019/207000 `feature not support` or 507033 at device open",
                 _upgrade_hint(row, driver),
                 details,
             )
+    # Then the install files' lists before the table: CANN naming this driver's Innerversion is
+    # CANN's own word, whatever the driver's list (or our table) says of the CANN.
     listed = toolkit is not None and driver_inner is not None and driver_inner in toolkit.compatible_versions
-    driver_list = driver_info.compatible_versions
-    accepted = cann_inner is None or not driver_list or cann_inner in driver_list
-    if listed and accepted:
-        return passed(f"driver {driver} is listed as compatible by CANN {cann}'s install info", details)
     if listed:
-        why = f"the driver's compatible_version does not list CANN's innerversion {cann_inner}"
-    elif toolkit is not None and toolkit.compatible_versions:
+        if (
+            cann_inner is not None
+            and driver_info.compatible_versions
+            and (cann_inner not in driver_info.compatible_versions)
+        ):
+            details.append(
+                f"the driver's compatible_version does not name CANN's innerversion {cann_inner}; "
+                "CANN's own list decides"
+            )
+        return passed(f"driver {driver} is listed as compatible by CANN {cann}'s install info", details)
+    if row is not None and any(version_matches(driver, line) for line in row.drivers):
+        return passed(f"driver {driver} is supported by CANN {cann} (release notes)", details)
+    if toolkit is not None and toolkit.compatible_versions:
         why = f"CANN's compatible_version does not list the driver's Innerversion {driver_inner}"
     else:
         why = "neither the release-notes table nor the install info covers this pair"

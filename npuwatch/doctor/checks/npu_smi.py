@@ -77,7 +77,11 @@ def _explain(machine: Machine, failure: NpuSmiFailure, details: List[str], in_co
         hint = _CONTAINER_NOT_FOUND_HINT if in_container else _HOST_NOT_FOUND_HINT
         return failed(failure.message, hint, details)
     if kind is FailureKind.PERMISSION:
-        return _permission(failure, details, machine.npu_smi_path)
+        return _permission(machine, failure, details, machine.npu_smi_path)
+    if failure.dcmi_code == -8005 and not in_container:
+        root_only = _root_only(machine, failure, details)
+        if root_only is not None:
+            return root_only
     if failure.dcmi_code == -8005:
         return _inner_error(machine, failure, details, in_container)
     if failure.dcmi_code == -8020:
@@ -90,8 +94,39 @@ def _explain(machine: Machine, failure: NpuSmiFailure, details: List[str], in_co
     return failed(failure.message, failure.hint, details)
 
 
-def _permission(failure: NpuSmiFailure, details: List[str], path: Optional[Path] = None) -> Finding:
-    user = device_permissions.current_user()
+def _root_only(machine: Machine, failure: NpuSmiFailure, details: List[str]) -> Optional[Finding]:
+    """-8005 for a normal user whose device nodes all open: DCMI is root-only here (§10 row 28).
+
+    hw-native-sys/simpler PR #2043 (the source §10 row 28 cites) shows the text on such a host:
+    ``dcmi module initialize failed. ret is -8005``, exit 187.  The driver is fine: root gets data.
+    """
+    user = device_permissions.machine_user(machine)
+    if user.is_root:
+        return None
+    dev = machine.dev()
+    nodes = [node for node in dev.nodes.values() if node.usable]
+    if not dev.davinci_ids or any(not dev.has(name) for name in MANAGER_NODES):
+        return None
+    if not nodes or not all(device_permissions.may_open(node, user) for node in nodes):
+        return None
+    name = user.name or f"uid {user.uid}"
+    info = machine.install_info()
+    group = (info.user_group if info is not None else None) or device_permissions.DRIVER_GROUP
+    return failed(
+        f"npu-smi failed with DCMI error -8005 for {name} while every device node opens: "
+        "DCMI is restricted to root on this host",
+        f"the driver is fine (root gets data: `sudo npu-smi info`); to let {name} use DCMI, add it to the "
+        f"driver's group: `sudo usermod -aG {group} {user.name or '$USER'}`, then log in again; or install "
+        "the driver with `--install-for-all` (`./Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run "
+        "--full --install-for-all`)",
+        [*details, f"{name} (uid {user.uid}) can open all {len(nodes)} device nodes"],
+    )
+
+
+def _permission(
+    machine: Machine, failure: NpuSmiFailure, details: List[str], path: Optional[Path] = None
+) -> Finding:
+    user = device_permissions.machine_user(machine)
     if failure.exit_code is None and path is not None:
         return _not_executable(failure, details, path, user)
     if user.is_root:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
@@ -50,6 +50,17 @@ def summarize_models(functions: Sequence[PciFunction]) -> str:
     return ", ".join(parts)
 
 
+def _soc_board(machine: Machine) -> Optional[str]:
+    """The SoC npu-smi names (``310B4``) when every chip it lists is a 310B board SoC, else ``None``."""
+    if machine.npu_smi_path is None:
+        return None
+    table = machine.info_table()
+    names = {(chip.identity.name or "").strip() for chip in table.chips} if table is not None else set()
+    if len(names) == 1 and next(iter(names)).upper().startswith("310B"):
+        return next(iter(names))
+    return None
+
+
 def run(machine: Machine) -> Finding:
     """Find the Ascend functions; none at all fails, a dead function fails."""
     inventory = machine.pci()
@@ -58,6 +69,15 @@ def run(machine: Machine) -> Finding:
         davinci = machine.dev().davinci_ids
         if davinci:
             nodes = ", ".join(f"/dev/davinci{n}" for n in davinci)
+            soc = _soc_board(machine)
+            if soc is not None:
+                return passed(
+                    f"Ascend {soc} SoC board (npu-smi): no PCIe endpoint to find, as expected",
+                    [
+                        f"npu-smi names a {soc}: a board SoC (Atlas 200I DK A2) has no PCI function",
+                        f"device nodes: {nodes}",
+                    ],
+                )
             return warned(
                 "no Ascend PCI function in sysfs, but the NPU device nodes exist",
                 "expected on an SoC board (Atlas 200I A2 / Ascend 310B has no PCIe endpoint) or where "
@@ -94,4 +114,5 @@ CHECK = Check(
     group=Group.HARDWARE,
     title="Ascend PCI functions are present and answer on the bus",
     run=run,
+    runs_npu_smi=True,  # with no PCI function, npu-smi tells an SoC board (310B) from a hidden bus
 )
