@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Protocol, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from rich.text import Text
 from textual import on
@@ -15,6 +16,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Resize
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.widgets import Footer, Input, Static
 
@@ -22,11 +24,11 @@ from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.chip_details import ChipDetails
 from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.history import History
-from npuwatch.model import Snapshot
+from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
 from npuwatch.replay import ReplaySampler
-from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, group_chips
+from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
-from npuwatch.widgets.tui.help_screen import HelpScreen
+from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
 from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.messages import SamplerFailed, SnapshotReady
@@ -34,9 +36,19 @@ from npuwatch.widgets.tui.processes import ProcessTable
 
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-#: Below this width (columns) chips are one line each; above, cards in a grid.
+#: Below this width (columns) chips are one line each; from it, cards in a grid when they fit the height.
 WIDE_MIN_COLUMNS = 120
 CARD_COLUMNS = 38
+#: Rows an NPU box adds to its tallest card: its top and bottom border (npuwatch.tcss ``NpuGroup``).
+GROUP_FRAME_ROWS = 2
+#: Rows around the chips: alerts line, host panel (its rule and two lines), footer; the header adds 1 or 2.
+FIXED_ROWS = 1 + 3 + 1
+#: Rows the process table keeps whatever the chips need: its title, column header and four processes.
+PROCESS_MIN_ROWS = 6
+#: The chip area never shrinks below this, however small the terminal.
+CHIP_MIN_ROWS = 3
+#: The header names how long samples take once they take this many times the interval (the real pace).
+SLOW_SAMPLE_FACTOR = 1.2
 
 
 class SamplerLike(Protocol):
@@ -53,26 +65,140 @@ class SamplerLike(Protocol):
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]: ...
 
 
+@dataclasses.dataclass(frozen=True)
+class ChipLayout:
+    """How the chips are drawn: cards in ``columns`` grid columns, or one line each (``compact``)."""
+
+    compact: bool
+    columns: int
+    max_rows: int  # the chip area's height limit; it scrolls beyond
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupShape:
+    """What the layout needs of one NPU box: how many chips it holds and its height as cards."""
+
+    chips: int
+    card_rows: int  # the box's height in card form: its tallest card and its frame
+
+
+def choose_layout(size: Size, groups: Sequence[GroupShape], header_rows: int = 1) -> ChipLayout:
+    """Cards when the terminal is wide enough and every card fits the height; else one line per chip.
+
+    The chip area gets what the header, alerts, host panel and footer leave, minus the process
+    table's minimum.  Cards are chosen when all of them fit there; otherwise lines, which are
+    denser (one row a chip against seven a row of cards), so they show every chip where cards
+    cannot; and when even the lines do not fit, the lines scroll (the focused chip is kept in view).
+    """
+    rows = max(CHIP_MIN_ROWS, size.height - header_rows - FIXED_ROWS - PROCESS_MIN_ROWS)
+    columns = max(1, size.width // CARD_COLUMNS)
+    if any(group.chips > 1 for group in groups):
+        columns = max(2, columns - columns % 2)  # two-chip groups span two columns: keep them aligned
+    cards_fit = bool(groups) and grid_height(groups, columns) <= rows
+    compact = size.width < WIDE_MIN_COLUMNS or not cards_fit
+    return ChipLayout(compact=compact, columns=1 if compact else columns, max_rows=rows)
+
+
+def grid_height(groups: Sequence[GroupShape], columns: int) -> int:
+    """The height of the card grid: boxes placed in order as textual does (a multi-chip box spans
+    two columns and starts a new row when it does not fit), each row as tall as its tallest box."""
+    total, used, row = 0, columns, 0
+    for group in groups:
+        span = min(columns, 2 if group.chips > 1 else 1)
+        if used + span > columns:
+            total, used, row = total + row, 0, 0
+        used += span
+        row = max(row, group.card_rows)
+    return total + row
+
+
+def group_shape(group: NpuGroup) -> GroupShape:
+    """An NPU box's shape from its cards' lines in card form (a problem adds a line to a card)."""
+    tallest = max(
+        (len(card_lines(card.chip, card.history, CARD_COLUMNS, card.in_group)) for card in group.cards),
+        default=0,
+    )
+    return GroupShape(chips=len(group.cards), card_rows=tallest + GROUP_FRAME_ROWS)
+
+
+def neighbour(regions: Sequence[Region], index: int, direction: str) -> Optional[int]:
+    """The card an arrow key moves to from ``regions[index]``, or None at an edge.
+
+    Left and right: the previous and next card in reading order.  Up and down: the nearest
+    row above or below, and in it the card whose middle is closest to this one's (in the
+    one-line form each chip is its own row, so they move one chip).
+    """
+    if direction in ("left", "right"):
+        target = index + (1 if direction == "right" else -1)
+        return target if 0 <= target < len(regions) else None
+    here = regions[index]
+    if direction == "up":
+        row = max((r.y for r in regions if r.y < here.y), default=None)
+    else:
+        row = min((r.y for r in regions if r.y > here.y), default=None)
+    if row is None:
+        return None
+    middle = here.x * 2 + here.width
+    in_row = [i for i, r in enumerate(regions) if r.y == row]
+    return min(in_row, key=lambda i: (abs(regions[i].x * 2 + regions[i].width - middle), i))
+
+
+class ChipArea(VerticalScroll, can_focus=False):
+    """The chip cards (Tab goes straight from card to card); the arrow keys move between them."""
+
+    BINDINGS = [
+        Binding("left", "move('left')", "Previous chip", show=False),
+        Binding("right", "move('right')", "Next chip", show=False),
+        Binding("up", "move('up')", "Chip above", show=False),
+        Binding("down", "move('down')", "Chip below", show=False),
+    ]
+
+    def action_move(self, direction: str) -> None:
+        cards = list(self.query(ChipCard))
+        if not cards:
+            return
+        # Screen.set_focus, not Widget.focus (which defers it): keys typed in one burst each
+        # move from where the previous one went.  Focusing scrolls the card into view.
+        focused = self.screen.focused
+        if not isinstance(focused, ChipCard) or focused not in cards:
+            self.screen.set_focus(cards[0])
+            return
+        target = neighbour([card.region for card in cards], cards.index(focused), direction)
+        if target is not None:
+            self.screen.set_focus(cards[target])
+
+
 class NpuwatchApp(App[None]):
     """``npuwatch``: header, alerts, chip cards per NPU, host panel, process table."""
 
     CSS_PATH = "npuwatch.tcss"
     TITLE = "npuwatch"
     AUTO_FOCUS = None  # the first chip card takes the focus once it exists (see _render_chips)
+    # The footer shows each description; the help screen (``?``) lists each tooltip.
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("p", "pause", "Pause"),
-        Binding("plus,equals_sign", "interval(1)", "Slower"),
-        Binding("minus", "interval(-1)", "Faster"),
-        Binding("s", "sort", "Sort"),
-        Binding("slash", "filter", "Filter"),
-        Binding("t", "theme", "Theme"),
+        Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("question_mark", "help", "Help", tooltip="this help"),
+        Binding("p", "pause", "Pause", tooltip="pause / resume sampling (a replay's clock too)"),
+        Binding(
+            "plus,equals_sign",
+            "interval(1)",
+            "Slower",
+            tooltip=f"slower: sample less often (a longer interval, up to {INTERVALS_S[-1]:g} s)",
+        ),
+        Binding(
+            "minus",
+            "interval(-1)",
+            "Faster",
+            tooltip=f"faster: sample more often (a shorter interval, down to {INTERVALS_S[0]:g} s)",
+        ),
+        Binding("s", "sort", "Sort", tooltip="sort processes (NPU, NPU memory, %CPU, PID, user)"),
+        Binding("slash", "filter", "Filter", tooltip="filter processes (Enter keeps it, Esc clears it)"),
+        Binding("t", "theme", "Theme", tooltip="dark / light theme"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding("left_square_bracket", "seek(-10)", "-10 s"),
-        Binding("right_square_bracket", "seek(10)", "+10 s"),
-        Binding("less_than_sign", "speed(-1)", "Slower replay"),
-        Binding("greater_than_sign", "speed(1)", "Faster replay"),
+        Binding("left_square_bracket", "seek(-10)", "-10 s", tooltip="replay: back 10 s"),
+        Binding("right_square_bracket", "seek(10)", "+10 s", tooltip="replay: forward 10 s"),
+        Binding("less_than_sign", "speed(-1)", "Slower replay", tooltip="replay: play slower"),
+        Binding("greater_than_sign", "speed(1)", "Faster replay", tooltip="replay: play faster"),
     ]
 
     def __init__(self, sampler: SamplerLike, banner: str = "") -> None:
@@ -81,6 +207,12 @@ class NpuwatchApp(App[None]):
         self.banner = banner
         self.paused = False
         self.compact = True
+        self.chip_layout = ChipLayout(compact=True, columns=1, max_rows=CHIP_MIN_ROWS)
+        # The terminal's size as the last Resize gave it: in a real terminal ``self.size`` still
+        # holds the old one while the Resize handler runs.
+        self._terminal: Optional[Size] = None
+        self._shapes: List[GroupShape] = []  # the NPU boxes' shapes the layout was chosen for
+        self._chip_state: List[Tuple[object, ...]] = []  # the chips without their metric values
         self.snapshot: Optional[Snapshot] = None
         self.alerts: Tuple[Alert, ...] = ()
         self.tracker = AlertTracker()
@@ -104,9 +236,7 @@ class NpuwatchApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Line(id="header")
         yield Line(id="alerts")
-        chips = VerticalScroll(id="chips")
-        chips.can_focus = False  # Tab goes straight from card to card
-        yield chips
+        yield ChipArea(id="chips")
         yield HostPanel()
         yield ProcessTable()
         yield Input(placeholder="filter processes by user, command or PID", id="filter")
@@ -121,20 +251,26 @@ class NpuwatchApp(App[None]):
         self._start_sample()
 
     def on_resize(self, event: Resize) -> None:
-        self._apply_layout(event.size.width)
+        self._apply_layout(event.size)
 
-    def _apply_layout(self, width: int) -> None:
-        compact = width < WIDE_MIN_COLUMNS
+    def _apply_layout(self, size: Size) -> None:
+        self._terminal = size
+        header_rows = 2 if self.banner else 1
+        self._shapes = [group_shape(group) for group in self._groups.values()]
+        layout = choose_layout(size, self._shapes, header_rows)
+        self.chip_layout = layout
+        compact = layout.compact
         self.compact = compact
-        self.screen.set_class(compact, "compact")
         chips = self.query_one("#chips")
-        columns = max(1, width // CARD_COLUMNS)
-        if any(len(group.cards) > 1 for group in self._groups.values()):
-            columns = max(2, columns - columns % 2)  # two-chip groups span two columns: keep them aligned
-        chips.styles.grid_size_columns = 1 if compact else columns
+        chips.screen.set_class(compact, "compact")  # the dashboard's screen, whichever is on top
+        chips.styles.grid_size_columns = layout.columns
+        chips.styles.max_height = layout.max_rows
         for card in self.query(ChipCard):
             card.set_class(compact, "compact")
             card.refresh()
+        self._render_header()
+        if self.snapshot is not None or self._failure:  # the alerts line is cut to the width
+            self._render_alerts()
 
     # --- sampling (never on the UI thread) -----------------------------------------------
 
@@ -191,7 +327,7 @@ class NpuwatchApp(App[None]):
         self.snapshot = snapshot
         self.alerts = self.tracker.update(snapshot)
         self._render_chips(snapshot)
-        self.query_one(HostPanel).show(snapshot.host)
+        self.query_one(HostPanel).show(snapshot)
         self.query_one(ProcessTable).show(snapshot.processes, snapshot.taken_at.timestamp())
         self._render_header()
         self._render_alerts()
@@ -208,58 +344,86 @@ class NpuwatchApp(App[None]):
             self._groups = {
                 group[0].identity.npu_id: NpuGroup(group, self.sampler.history) for group in groups
             }
+            self._apply_layout(self._terminal or self.size)  # for these groups, before they mount
             for box in self._groups.values():  # born in the current layout: no frame drawn wide first
                 for card in box.cards:
                     card.set_class(self.compact, "compact")
             area.mount(*self._groups.values())
             if not groups:
                 area.mount(Static("No NPU chips could be read: see the alerts line.", classes="empty"))
-            self.call_after_refresh(self._apply_layout, self.size.width)
+            self.call_after_refresh(lambda: self._apply_layout(self._terminal or self.size))
             if self.focused is None and groups:  # Enter opens the first chip until the user moves
                 self.call_after_refresh(self._groups[groups[0][0].identity.npu_id].cards[0].focus)
         for group in groups:
             self._groups[group[0].identity.npu_id].show(group)
+        # A card's height can change with its chip's state (a problem line under its metrics):
+        # measure the boxes again only when that state changed, not at every sample.
+        state = [_without_metrics(chip) for chip in snapshot.chips]
+        if state != self._chip_state:
+            self._chip_state = state
+            if [group_shape(box) for box in self._groups.values()] != self._shapes:
+                self._apply_layout(self._terminal or self.size)
 
     def _render_header(self) -> None:
+        """Name, state markers, then host, source, time and cadence; versions as far as they fit.
+
+        The state comes first so a narrow terminal never hides that the view is paused or stale;
+        what the width cuts is the versions, whole ones at a time.
+        """
         snap = self.snapshot
         text = Text()
         text.append(" npuwatch ", style="bold reverse")
+        if self.paused:
+            text.append(" ")
+            text.append("⏸ PAUSED", style="bold black on yellow")
+        busy = self._busy_s()
+        if busy is not None and busy > self.sampler.interval_s + 1:
+            text.append(f" ⏳ sampling for {busy:.0f} s (stale)", style="bold dark_orange")
         if snap is None:
             text.append("  waiting for the first sample…", style="dim")
         else:
-            host = snap.host.hostname if snap.host else "replay"
+            host = _host_name(snap)
+            if host:
+                text.append(f" {host}", style="bold")
+            text.append(f" · {snap.source} · {snap.taken_at.astimezone().strftime('%H:%M:%S')} ")
+            text.append_text(self._cadence())
             v = snap.versions
-            text.append(f" {host} ", style="bold")
-            text.append(f"· {snap.source} ")
-            text.append(f"· {snap.taken_at.astimezone().strftime('%H:%M:%S')} ")
-            replay = self.replay
-            if replay is None:
-                text.append(f"· every {self.sampler.interval_s:g} s ")
-            else:
-                position = replay.position_s
-                state = "⏸" if replay.paused else "■" if position >= replay.duration_s else "▶"
-                text.append(
-                    f"· {state} {_clock(position)} / {_clock(replay.duration_s)} ×{replay.speed:g} ",
-                    style="bold",
-                )
-                if position >= replay.duration_s:
-                    text.append("end of recording ", style="bold dark_orange")
-            versions = f"· npu-smi {v.npu_smi or 'n/a'} · CANN {v.cann or 'n/a'}"
-            if not self.compact:
-                versions += f" · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'}"
-            text.append(versions, style="dim")
-        if self.paused:
-            text.append("  ⏸ PAUSED", style="bold black on yellow")
-        busy = self._busy_s()
-        if busy is not None and busy > self.sampler.interval_s + 1:
-            text.append(f"  ⏳ sampling for {busy:.0f} s (stale)", style="bold dark_orange")
+            width = self._width()
+            for part in (
+                f"npu-smi {v.npu_smi or 'n/a'}",
+                f"CANN {v.cann or 'n/a'}",
+                f"driver {v.driver or 'n/a'}",
+                f"firmware {v.firmware or 'n/a'}",
+            ):
+                if text.cell_len + len(part) + 2 > width:
+                    break
+                text.append(f"· {part} ", style="dim")
         if self.banner:
             text.append(f"\n {self.banner}", style="italic")
         self.query_one("#header", Line).set(text)
 
+    def _cadence(self) -> Text:
+        """``every 1 s``, saying so when samples take longer than that (a slow npu-smi sets the pace);
+        for a recording, its position, length and speed."""
+        replay = self.replay
+        if replay is None:
+            interval = self.sampler.interval_s
+            shown = Text(f"· every {interval:g} s ")
+            if self._last_took_s > interval * SLOW_SAMPLE_FACTOR:
+                shown.append(f"(samples take {_seconds(self._last_took_s)} s) ", style="bold dark_orange")
+            return shown
+        position = replay.position_s
+        state = "⏸" if replay.paused else "■" if position >= replay.duration_s else "▶"
+        shown = Text(
+            f"· {state} {_clock(position)} / {_clock(replay.duration_s)} ×{replay.speed:g} ", style="bold"
+        )
+        if position >= replay.duration_s:
+            shown.append("end of recording ", style="bold dark_orange")
+        return shown
+
     def _render_alerts(self) -> None:
         widget = self.query_one("#alerts", Line)
-        width = max(20, self.size.width - 2)
+        width = max(20, self._width() - 2)
         if self._failure:
             widget.set(Text(f"✖ sampler error: {self._failure}", style="bold red"))
             return
@@ -270,6 +434,9 @@ class NpuwatchApp(App[None]):
         worst = max(alert.severity for alert in self.alerts)
         style = {Severity.CRITICAL: "bold red", Severity.WARNING: "bold dark_orange"}.get(worst, "green")
         widget.set(Text(line, style=style))
+
+    def _width(self) -> int:
+        return (self._terminal or self.size).width
 
     def _busy_s(self) -> Optional[float]:
         return None if self._sampling_since is None else time.monotonic() - self._sampling_since
@@ -311,7 +478,19 @@ class NpuwatchApp(App[None]):
             self.show(self.replay.sample())
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.help_keys()))
+
+    def help_keys(self) -> List[Tuple[str, str]]:
+        """(key, what it does) for the help screen: each binding's tooltip, so the two never disagree."""
+        keys: List[Tuple[str, str]] = []
+        replay_keys: List[Tuple[str, str]] = []
+        for binding in self.BINDINGS:
+            if not isinstance(binding, Binding) or not binding.tooltip:
+                continue
+            first = dataclasses.replace(binding, key=binding.key.split(",")[0])
+            shown = (self.get_key_display(first), binding.tooltip)
+            (replay_keys if binding.action.startswith(("seek", "speed")) else keys).append(shown)
+        return [*keys, *OTHER_KEYS, *replay_keys]
 
     def action_pause(self) -> None:
         self.paused = not self.paused
@@ -358,6 +537,24 @@ class NpuwatchApp(App[None]):
     def on_chip_card_selected(self, message: ChipCard.Selected) -> None:
         if self.snapshot is not None:
             self.push_screen(DetailScreen(message.key, self.snapshot, self.sampler))
+
+
+def _without_metrics(chip: ChipSample) -> Tuple[object, ...]:
+    """The chip but its metric values (identity, health, notes, link …): what can add or remove a
+    line of its card."""
+    return tuple(getattr(chip, f.name) for f in dataclasses.fields(chip) if f.name not in CHIP_METRICS)
+
+
+def _host_name(snapshot: Snapshot) -> Optional[str]:
+    """The sampled host's name; ``replay`` for a capture that holds none; None when it is unknown."""
+    if snapshot.host is not None:
+        return snapshot.host.hostname
+    return "replay" if snapshot.source.startswith("replay:") else None
+
+
+def _seconds(value: float) -> str:
+    """``6`` for 6.2 s, ``1.4`` under 2 s: how long a sample takes, as the header says it."""
+    return f"{value:.0f}" if value >= 2 else f"{value:.1f}"
 
 
 def _clock(seconds: float) -> str:

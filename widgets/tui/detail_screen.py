@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -17,20 +18,40 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from npuwatch.chip_details import ChipDetails
-from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
+from npuwatch.chip_facts import rated_power_w
+from npuwatch.model import ChipSample, MetricStatus, Snapshot
+from npuwatch.probes.soc import soc_from_chip_name
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 
 if TYPE_CHECKING:
     from npuwatch.widgets.tui.app import SamplerLike
 
+#: SoC families whose memory is DDR (no HBM): the 310 line.  The 910 family and the 950 have HBM.
+DDR_SOCS = ("ascend310", "ascend310p", "ascend310b")
+
+
+def _gib(mib: Optional[float]) -> str:
+    return fmt.NA if mib is None else f"{fmt.gib(mib)} GiB"
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One large history graph: its title, the metric it draws, a fixed top (else from the data), units."""
+
+    label: str
+    metric: str
+    top: Optional[float]
+    shown: Callable[[Optional[float]], str]
+
+
 GRAPHS = (
-    ("AI Core %", "aicore_percent", 100.0),
-    ("NPU Util %", "npu_util_percent", 100.0),
-    ("HBM MiB", "hbm_used_mib", None),
-    ("DDR MiB", "memory_used_mib", None),
-    ("Power W", "power_w", None),
-    ("Temperature °C", "temperature_c", None),
+    Graph("AI Core", "aicore_percent", 100.0, fmt.percent),
+    Graph("NPU Util", "npu_util_percent", 100.0, fmt.percent),
+    Graph("HBM used", "hbm_used_mib", None, _gib),
+    Graph("DDR used", "memory_used_mib", None, _gib),
+    Graph("Power", "power_w", None, fmt.watts),
+    Graph("Temperature", "temperature_c", None, fmt.celsius),
 )
 
 
@@ -38,6 +59,8 @@ class DetailScreen(Screen[None]):
     """Esc goes back; the npu-smi queries run once, in a thread, when the screen opens."""
 
     BINDINGS = [("escape", "app.pop_screen", "Back"), ("q", "app.pop_screen", "Back")]
+    # The scroll area takes the focus, so PageUp/PageDown/Home/End and the arrows scroll it.
+    AUTO_FOCUS = "VerticalScroll"
 
     def __init__(self, key: Tuple[int, int], snapshot: Snapshot, sampler: SamplerLike) -> None:
         super().__init__()
@@ -75,7 +98,8 @@ class DetailScreen(Screen[None]):
 
     def _fetch(self) -> None:
         try:
-            shown: RenderableType = npu_smi_tables(self.sampler.chip_details(*self.key))
+            details = self.sampler.chip_details(*self.key)
+            shown: RenderableType = npu_smi_tables(details, self.snapshot.source)
         except Exception as exc:  # shown, never raised: the screen stays usable
             shown = Text(f"npu-smi queries failed: {type(exc).__name__}: {exc}", style="red")
         with contextlib.suppress(RuntimeError):  # the app closed meanwhile: its loop is gone
@@ -87,7 +111,7 @@ class DetailScreen(Screen[None]):
 
 
 def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
-    """Identity, health, every metric (n/a with its reason), PCIe and versions."""
+    """Identity, health, the metrics this chip has (n/a with its reason), PCIe and versions."""
     ident = chip.identity
     title = Text(
         f"NPU {ident.npu_id} · chip {ident.chip_id} · {ident.name or 'unknown model'}  ", style="bold"
@@ -98,23 +122,95 @@ def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
         f"Logic ID {_id(ident.logic_id)}",
         style="dim",
     )
-    metrics = Table(box=None, show_header=False, padding=(0, 2))
-    metrics.add_column(style="bold")
-    metrics.add_column()
-    metrics.add_column(style="dim")
-    for name in CHIP_METRICS:
-        value = getattr(chip, name)
-        note = chip.notes.get(name)
-        shown = fmt.NA if value is None else f"{value:g}"
-        why = "" if note is None else f"{note.status.value}: {note.reason}"
-        metrics.add_row(name, shown, why)
     v = snapshot.versions
     versions = Text(
         f"npu-smi {v.npu_smi or 'n/a'} · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'} · "
         f"CANN {v.cann or 'n/a'}",
         style="dim",
     )
-    return Group(title, ids, Text(""), metrics, Text(""), pcie_text(chip), versions, Text(""))
+    return Group(title, ids, Text(""), metric_table(chip), Text(""), pcie_text(chip), versions, Text(""))
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One line of the detail screen's metrics: a label, the value with its unit (None: n/a), and
+    the metrics whose notes say why it is n/a or stale."""
+
+    label: str
+    value: Optional[str]
+    metrics: Tuple[str, ...]
+
+
+def memory_kind(chip: ChipSample) -> str:
+    """``HBM`` or ``DDR``: what npu-smi reported a total for, else what the chip's family has."""
+    if chip.hbm_total_mib:
+        return "HBM"
+    if chip.memory_total_mib:
+        return "DDR"
+    return "DDR" if soc_from_chip_name(chip.identity.name) in DDR_SOCS else "HBM"
+
+
+def metric_rows(chip: ChipSample) -> List[MetricRow]:
+    """The metrics this chip has, labelled and with units (a 910B has HBM and no DDR; a 310P the reverse).
+
+    A metric the npu-smi layout does not print at all (NPU Util beside AI Core, huge pages
+    on a chip that has none) is left out rather than shown as ``n/a`` or ``0/0``.
+    """
+    rows: List[MetricRow] = []
+    aicore = chip.aicore_percent is not None or not _unsupported(chip, "aicore_percent")
+    if aicore:
+        rows.append(MetricRow("AI Core", _opt(chip.aicore_percent, fmt.percent), ("aicore_percent",)))
+    if chip.npu_util_percent is not None or not aicore:
+        rows.append(MetricRow("NPU Util", _opt(chip.npu_util_percent, fmt.percent), ("npu_util_percent",)))
+    kind = memory_kind(chip)
+    if kind == "HBM":
+        used, total, metrics = chip.hbm_used_mib, chip.hbm_total_mib, ("hbm_used_mib", "hbm_total_mib")
+    else:
+        used, total = chip.memory_used_mib, chip.memory_total_mib
+        metrics = ("memory_used_mib", "memory_total_mib")
+    memory = None
+    if used is not None and total:
+        memory = f"{fmt.used_total_gib(used, total)} ({fmt.percent(100 * used / total)})"
+    rows.append(MetricRow(f"{kind} used", memory, metrics))
+    if chip.hugepages_total:
+        pages = f"{chip.hugepages_used if chip.hugepages_used is not None else fmt.NA}/{chip.hugepages_total}"
+        rows.append(MetricRow("Huge pages", f"{pages} pages", ("hugepages_used", "hugepages_total")))
+    power = _opt(chip.power_w, fmt.watts)
+    rated = rated_power_w(chip.identity.name)
+    if power is not None and rated:
+        power += f" (rated ≈{rated:.0f} W)"
+    rows.append(MetricRow("Power", power, ("power_w",)))
+    rows.append(MetricRow("Temperature", _opt(chip.temperature_c, fmt.celsius), ("temperature_c",)))
+    return rows
+
+
+def metric_table(chip: ChipSample) -> Table:
+    """The metric rows; an n/a row says why, and a reason shared with the row above is not repeated."""
+    table = Table(box=None, show_header=False, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_column(style="dim")
+    said: List[str] = []
+    for row in metric_rows(chip):
+        why = ""
+        note = next((chip.notes[m] for m in row.metrics if m in chip.notes), None)
+        if note is not None and (row.value is None or note.status is MetricStatus.STALE):
+            why = f"{note.status.value}: {note.reason}"
+            if why in said:
+                why = "(the same reason)"
+            else:
+                said.append(why)
+        table.add_row(row.label, fmt.NA if row.value is None else row.value, why)
+    return table
+
+
+def _unsupported(chip: ChipSample, metric: str) -> bool:
+    note = chip.notes.get(metric)
+    return note is not None and note.status is MetricStatus.UNSUPPORTED
+
+
+def _opt(value: Optional[float], shown: Callable[[Optional[float]], str]) -> Optional[str]:
+    return None if value is None else shown(value)
 
 
 def pcie_text(chip: ChipSample) -> Text:
@@ -139,15 +235,20 @@ def pcie_text(chip: ChipSample) -> Text:
 
 
 def graphs(sampler: SamplerLike, chip: ChipSample, width: int) -> RenderableType:
-    """Large history graphs (4 rows each) for the metrics this chip reports."""
+    """Large history graphs (4 rows each) for the metrics this chip has and reports."""
+    has = {metric for row in metric_rows(chip) for metric in row.metrics}
     parts: List[RenderableType] = []
-    for label, metric, ceiling in GRAPHS:
-        values = sampler.history.values(chip.identity.key, metric, last=width)
+    for graph in GRAPHS:
+        if graph.metric not in has:
+            continue
+        values = sampler.history.values(chip.identity.key, graph.metric, last=width)
         if not any(v is not None for v in values):
             continue
-        top = ceiling or _ceiling(chip, metric, values)
+        top = graph.top or _ceiling(chip, graph.metric, values)
         latest = next((v for v in reversed(values) if v is not None), None)
-        parts.append(Text(f"{label}  now {fmt.number(latest, 1)}  max {fmt.number(top, 0)}", style="bold"))
+        title = Text(f"{graph.label}  now {graph.shown(latest)}", style="bold")
+        title.append(f"  (graph top {graph.shown(top)})", style="dim")
+        parts.append(title)
         parts.extend(render.graph(values, width, 4, top))
     return Group(*parts) if parts else Text("No history yet.", style="dim")
 
@@ -157,13 +258,19 @@ def _ceiling(chip: ChipSample, metric: str, values: List[Optional[float]]) -> fl
         return float(chip.hbm_total_mib)
     if metric == "memory_used_mib" and chip.memory_total_mib:
         return float(chip.memory_total_mib)
+    if metric == "power_w":
+        rated = rated_power_w(chip.identity.name)
+        highest = max((v for v in values if v is not None), default=0.0)
+        if rated and highest <= rated:
+            return rated
     return max((v for v in values if v is not None), default=1.0) * 1.1 or 1.0
 
 
-def npu_smi_tables(details: Optional[ChipDetails]) -> RenderableType:
+def npu_smi_tables(details: Optional[ChipDetails], source: str = "") -> RenderableType:
     """Every key and value npu-smi printed for this chip, per query, or why a query failed."""
     if details is None:
-        return Text("npu-smi queries are not available for this source (a replayed capture).", style="dim")
+        why = " (a replay: there is no npu-smi to ask)" if source.startswith("replay:") else ""
+        return Text(f"npu-smi queries are not available for this source{why}.", style="dim")
     parts: List[RenderableType] = []
     for query in details.queries:
         if query.duration_s is None:

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Sequence, Tuple
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-KEYS = (
-    ("q", "quit"),
-    ("?", "this help"),
-    ("p", "pause / resume sampling"),
-    ("+ / -", "sample more / less often"),
-    ("s", "sort processes (NPU, NPU memory, %CPU, PID, user)"),
-    ("/", "filter processes (Enter keeps it, Esc clears it)"),
-    ("Tab / arrows", "move between chips"),
+#: Keys that are not the dashboard's own bindings (those come with their binding's tooltip).
+OTHER_KEYS: Tuple[Tuple[str, str], ...] = (
+    ("Tab / arrows", "move between chips (↑ ↓ the row above / below)"),
     ("Enter / click", "chip detail: everything npu-smi reports, PCIe, large graphs"),
+    ("PgUp / PgDn", "scroll the detail screen (also ↑ ↓, Home, End)"),
     ("Esc", "back"),
-    ("t", "dark / light theme"),
-    ("[ / ]", "replay: back / forward 10 s"),
-    ("< / >", "replay: slower / faster"),
 )
 
 
@@ -28,11 +24,23 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [("escape", "dismiss", "Back"), ("q", "dismiss", "Back"), ("question_mark", "dismiss", "Back")]
 
+    def __init__(self, keys: Sequence[Tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = tuple(keys)
+
     def compose(self) -> ComposeResult:
-        lines = "\n".join(f"[b]{key:>14}[/b]  {what}" for key, what in KEYS)
+        width = max(len(key) for key, _ in self.keys) if self.keys else 0
+        lines = Text()
+        for key, what in self.keys:
+            if lines:
+                lines.append("\n")
+            lines.append(f"{key:>{width}}", style="bold")
+            lines.append(f"  {what}")
         with Vertical(id="help-box"):
-            yield Static("[b]npuwatch keys[/b]\n", id="help-title")
+            yield Static(Text("npuwatch keys\n", style="bold"), id="help-title")
             yield Static(lines)
             yield Static(
-                "\n[dim]Metrics the driver does not report read n/a; the detail screen says why.[/dim]"
+                Text(
+                    "\nMetrics the driver does not report read n/a; the detail screen says why.", style="dim"
+                )
             )

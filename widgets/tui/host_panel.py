@@ -6,32 +6,49 @@ from typing import List, Optional
 
 from rich.text import Text
 
-from npuwatch.model import HostInfo
+from npuwatch.model import HostInfo, MetricStatus, Snapshot
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 from npuwatch.widgets.tui.line import TextLines
 
 
 class HostPanel(TextLines):
-    """Two lines: CPU bar + one cell per core, then memory and load."""
+    """Two lines: CPU bar + one cell per core, then memory and load; or why there is no host."""
 
     def __init__(self) -> None:
         super().__init__(id="host")
-        self.host: Optional[HostInfo] = None
+        self.snapshot: Optional[Snapshot] = None
 
-    def show(self, host: Optional[HostInfo]) -> None:
-        """Render the host of the latest snapshot (``None`` for a replayed capture)."""
-        self.host = host
+    def show(self, snapshot: Snapshot) -> None:
+        """Render the host of the latest snapshot."""
+        self.snapshot = snapshot
         self.redraw()
 
     def lines(self) -> List[Text]:
-        return list(host_lines(self.host, max(40, self.size.width)).split("\n"))
+        return list(panel_text(self.snapshot, max(40, self.size.width)).split("\n"))
 
 
-def host_lines(host: Optional[HostInfo], width: int) -> Text:
-    """The panel's text (pure, so it is testable without an app)."""
-    if host is None:
-        return Text("Host: not part of this source (a replayed capture)", style="dim")
+def panel_text(snapshot: Optional[Snapshot], width: int) -> Text:
+    """The panel's text for a snapshot (``None`` before the first one arrives)."""
+    if snapshot is None:
+        return Text("Host: waiting for the first sample…", style="dim")
+    if snapshot.host is None:
+        return Text(f"Host: {missing_host(snapshot)}", style="dim")
+    return host_lines(snapshot.host, width)
+
+
+def missing_host(snapshot: Snapshot) -> str:
+    """Why a snapshot has no host: its probe failed, the source is a replayed capture, or none was asked."""
+    failed = next((p for p in snapshot.probes if p.name == "host" and p.status is not MetricStatus.OK), None)
+    if failed is not None:
+        return f"could not be read ({failed.message or failed.status.value})"
+    if snapshot.source.startswith("replay:"):
+        return "not part of this source (a replayed capture)"
+    return "not sampled for this source"
+
+
+def host_lines(host: HostInfo, width: int) -> Text:
+    """The panel's text for a sampled host (pure, so it is testable without an app)."""
     bar_w = max(8, min(24, width // 6))
     line = Text("CPU ", style="bold")
     cpu = host.cpu_percent
