@@ -167,3 +167,17 @@ def test_the_record_is_frozen_and_comparable(tmp_path):
     first, second = env_of(builder), env_of(builder)
     first.distribution_version("numpy")  # fills the cache of one only
     assert first == second
+
+
+def test_venv_that_excludes_system_packages_hides_them(tmp_path):
+    builder = tree(tmp_path)
+    builder.install_python_package("sympy", "1.9")  # system-wide
+    builder.write_file(
+        "/venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.4\n"
+    )
+    builder.path("/venv/lib/python3.11/site-packages").mkdir(parents=True)
+    env = env_of(builder, VIRTUAL_ENV="/venv")
+    assert env.distribution_version("sympy") is None
+    assert env.version == (3, 11)
+    assert env.python == "/venv/bin/python"
+    assert "/venv/pyvenv.cfg: include-system-site-packages = false" in env.notes
