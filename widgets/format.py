@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from npuwatch.model import PcieLink
+from npuwatch.model import Health, PcieLink
 
 NA = "n/a"
 MIB_PER_GIB = 1024
+
+#: A distinct glyph per health, so a state reads without colour (NO_COLOR, plain text).
+HEALTH_GLYPHS = {
+    Health.OK: "✔",
+    Health.WARNING: "▲",
+    Health.ALARM: "✖",
+    Health.CRITICAL: "‼",
+    Health.UNKNOWN: "?",
+}
 
 
 def mib(value: Optional[float]) -> str:

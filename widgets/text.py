@@ -14,7 +14,7 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     lines = [_title(snapshot), _versions(snapshot), ""]
     if snapshot.chips:
         lines += _table(_CHIP_HEADER, [_chip_row(c) for c in snapshot.chips])
-        attention = _degraded_links(snapshot.chips)
+        attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips)
         if attention:
             lines += ["", *attention]
     else:
@@ -86,6 +86,16 @@ def _memory(chip: ChipSample) -> str:
     if not memory.total_mib:
         return fmt.NA
     return f"{fmt.used_total_gib(memory.used_mib, memory.total_mib)} {memory.kind}"
+
+
+def _error_codes(chips: Sequence[ChipSample]) -> List[str]:
+    """A line per chip that is not OK and has error codes (``npu-smi info -t health``)."""
+    return [
+        f"{fmt.HEALTH_GLYPHS[chip.health]} {chip.identity.label} ({chip.identity.bus_id or 'no Bus-Id'}): "
+        f"{chip.health.value} {', '.join(error.text for error in chip.errors)}"
+        for chip in chips
+        if chip.errors
+    ]
 
 
 def _degraded_links(chips: Sequence[ChipSample]) -> List[str]:

@@ -19,3 +19,10 @@ def test_a_degraded_pcie_link_is_in_the_text_snapshot() -> None:
 def test_links_at_their_maximum_are_not_mentioned() -> None:
     text = render_snapshot(simulated_snapshots("910b-training", 1)[0])
     assert "PCIe" not in text
+
+
+def test_an_alarm_names_its_error_code_in_the_text_snapshot() -> None:
+    text = render_snapshot(simulated_snapshots("chip-alarm", 1)[0])
+    lines = [line for line in text.splitlines() if "80E01801" in line]
+    assert len(lines) == 1, text
+    assert lines[0].startswith("✖ NPU 3 (") and "Alarm 80E01801 HBM multi-bit ECC error" in lines[0]

@@ -7,17 +7,18 @@ from typing import List, Optional, Sequence, Tuple
 from rich.text import Text
 
 from npuwatch.model import Health
+from npuwatch.widgets import format as fmt
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _SPARKS = "▁▂▃▄▅▆▇█"
 
-#: A distinct glyph, word and colour per health, so the badge reads without colour (NO_COLOR).
-_BADGES = {
-    Health.OK: ("✔ OK", "bold green"),
-    Health.WARNING: ("▲ Warning", "bold black on yellow"),
-    Health.ALARM: ("✖ Alarm", "bold white on dark_orange3"),
-    Health.CRITICAL: ("‼ Critical", "bold white on red"),
-    Health.UNKNOWN: ("? Unknown", "bold white on grey42"),
+#: A colour per health; with the glyph and the word the badge reads without colour (NO_COLOR).
+_BADGE_STYLES = {
+    Health.OK: "bold green",
+    Health.WARNING: "bold black on yellow",
+    Health.ALARM: "bold white on dark_orange3",
+    Health.CRITICAL: "bold white on red",
+    Health.UNKNOWN: "bold white on grey42",
 }
 
 #: Temperature colours: below ``warn`` plain, then orange, then red at ``limit`` (°C).
@@ -27,14 +28,12 @@ TEMPERATURE_LIMIT_C = 85.0
 
 def badge(health: Health) -> Text:
     """The health badge: ``✔ OK``, ``▲ Warning``, ``✖ Alarm``, ``‼ Critical``, ``? Unknown``."""
-    label, style = _BADGES[health]
-    return Text(f" {label} ", style=style)
+    return Text(f" {fmt.HEALTH_GLYPHS[health]} {health.value} ", style=_BADGE_STYLES[health])
 
 
 def health_mark(health: Health) -> Tuple[str, str]:
     """The badge's glyph and a colour for text about a chip in this health (its error codes)."""
-    label, _ = _BADGES[health]
-    return label.split()[0], _MARK_STYLES.get(health, "bold")
+    return fmt.HEALTH_GLYPHS[health], _MARK_STYLES.get(health, "bold")
 
 
 _MARK_STYLES = {Health.WARNING: "bold yellow", Health.ALARM: "bold dark_orange3", Health.CRITICAL: "bold red"}
