@@ -201,3 +201,16 @@ def test_an_alarm_shows_its_error_code_and_meaning_on_the_card_and_the_alerts_li
         assert "NPU 3 Alarm 80E01801 HBM multi-bit ECC error" in alerts
 
     drive([snapshot], scenario)
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)])
+def test_the_alerts_line_names_a_failing_npu_smi_and_the_doctor_from_the_first_sample(
+    size: Tuple[int, int],
+) -> None:
+    snapshot = simulated_snapshots("container-missing-nodes", 1)[0]
+
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        alerts = app.query_one("#alerts", Line).text.plain
+        assert alerts == "⚠ npu-smi failed with DCMI error -8005 (INNER_ERR) — run `npuwatch doctor`"
+
+    drive([snapshot], scenario, size=size)
