@@ -83,7 +83,7 @@ def _chip_dict(chip: ChipSample) -> Dict[str, Any]:
     out["metric_status"] = {name: note.status.value for name, note in chip.notes.items()}
     out["metric_notes"] = {name: note.reason for name, note in chip.notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
-    out["errors"] = [{"code": e.code, "meaning": e.meaning} for e in chip.errors]
+    out["error_codes"] = [{"code": e.code, "text": e.meaning} for e in chip.errors]  # DESIGN §2.2
     return out
 
 
@@ -169,7 +169,7 @@ def _chip_from(data: Mapping[str, Any]) -> ChipSample:
         health=Health.parse(data.get("health")),
         notes=notes,
         pcie=None if pcie is None else PcieLink(**{f: pcie.get(f) for f in _PCIE_FIELDS if f in pcie}),
-        errors=tuple(ChipError(str(e["code"]), e.get("meaning")) for e in data.get("errors") or ()),
+        errors=tuple(ChipError(str(e["code"]), e.get("text")) for e in data.get("error_codes") or ()),
         **{metric: data.get(metric) for metric in CHIP_METRICS},
     )
 

@@ -83,9 +83,9 @@ def test_error_codes_survive_the_json_round_trip() -> None:
     chip = replace(chip, errors=(ChipError("80E01801", "HBM multi-bit ECC error"), ChipError("80CB8002")))
     snapshot = Snapshot(datetime(2026, 1, 1, tzinfo=timezone.utc), "demo:chip-alarm", chips=(chip,))
     doc = snapshot_json.to_dict(snapshot)
-    assert doc["chips"][0]["errors"] == [
-        {"code": "80E01801", "meaning": "HBM multi-bit ECC error"},
-        {"code": "80CB8002", "meaning": None},
+    assert doc["chips"][0]["error_codes"] == [  # the name and shape DESIGN §2.2 fixes
+        {"code": "80E01801", "text": "HBM multi-bit ECC error"},
+        {"code": "80CB8002", "text": None},
     ]
     schema = json.loads((Path(snapshot_json.__file__).parent / "snapshot-v1.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(doc)
