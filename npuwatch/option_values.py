@@ -7,30 +7,41 @@ import math
 import os
 from typing import Mapping, Optional
 
+#: The longest interval or timeout: a day.  Anything longer is a typo, and a sleep or a timer that
+#: long overflows the C clocks Python hands it to (``1e300`` was an "internal error").
+MAX_SECONDS = 86400.0
+
 
 class OptionUsageError(ValueError):
     """A shared option or variable whose value cannot be used (the CLI's exit 64)."""
 
 
-def positive(text: str, expected: str, unit: str) -> float:
-    """``text`` as a finite number above 0; argparse's error names what was ``expected``."""
+def positive(text: str, expected: str, unit: str, maximum: float = math.inf) -> float:
+    """``text`` as a finite number above 0, at most ``maximum``; the error names what was ``expected``."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"expected more than 0 {unit}, got {text!r}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"expected at most {maximum:g} {unit}, got {text!r}")
     return value
 
 
 def seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds."""
-    return positive(text, "seconds", "seconds")
+    """An argparse type: a positive number of seconds, at most a day (``MAX_SECONDS``)."""
+    return positive(text, "seconds", "seconds", MAX_SECONDS)
+
+
+def duration(text: str) -> float:
+    """An argparse type: how long to run (``record --duration``), at most a year of seconds."""
+    return positive(text, "seconds", "seconds", 366 * MAX_SECONDS)
 
 
 def minutes(text: str) -> float:
-    """An argparse type: a positive number of minutes (``%npuwatch --history``)."""
-    return positive(text, "minutes", "minutes")
+    """An argparse type: a positive number of minutes (``%npuwatch --history``), at most a day."""
+    return positive(text, "minutes", "minutes", MAX_SECONDS / 60)
 
 
 def megabytes(text: str) -> float:
@@ -46,7 +57,8 @@ def speed_factor(text: str) -> float:
 def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     """Seconds from the variable ``name`` (``NPUWATCH_TIMEOUT`` …), ``default`` when unset.
 
-    ``ValueError`` names the variable when its value is not a positive number.
+    ``OptionUsageError`` names the variable when its value is not a number of seconds above 0 and
+    at most a day (NaN and infinity are not).
     """
     text = environ.get(name)
     if not text:
@@ -54,9 +66,11 @@ def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{name}={text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"{name}={text!r} must be more than 0 seconds")
+        raise OptionUsageError(f"{name}={text!r} is not a number of seconds") from None
+    if not 0 < value < math.inf:
+        raise OptionUsageError(f"{name}={text!r} must be more than 0 seconds")
+    if value > MAX_SECONDS:
+        raise OptionUsageError(f"{name}={text!r} must be at most {MAX_SECONDS:g} seconds (a day)")
     return value
 
 

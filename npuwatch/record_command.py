@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Optional
 
-from npuwatch.option_values import megabytes, seconds
+from npuwatch.option_values import duration, megabytes
 from npuwatch.recording import RecordingError, RecordingWriter
 from npuwatch.sampler_options import open_feed
 
@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="where to write (gzip-compressed when it ends in .gz)")
     parser.add_argument(
         "--duration",
-        type=seconds,
+        type=duration,
         metavar="S",
         help="stop after S seconds (default: at Ctrl-C or SIGTERM)",
     )

@@ -1,0 +1,96 @@
+"""Hostile option values and environment (issue 14, defects 9, 12 and 18).
+
+Garbage in ``NPUWATCH_INTERVAL`` / ``NPUWATCH_TIMEOUT`` or in ``--timeout`` / ``--interval``
+(not a number, zero, negative, NaN, infinity, 1e308) is a usage error: exit 64 and one line
+naming the value, in every command — except ``check``, whose contract makes a bad
+``NPUWATCH_*`` variable a verdict (exit 1), never an "internal error".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from npuwatch.cli import EXIT_USAGE, main
+from tests.conftest import CAPTURES
+
+CAPTURE = str(next(CAPTURES.glob("044_*.txt")))
+GARBAGE = ["abc", "0", "-1", "nan", "inf", "-inf", "1e308", "100000"]
+
+
+@pytest.fixture(autouse=True)
+def _crash_reports_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in ("NPUWATCH_INTERVAL", "NPUWATCH_TIMEOUT", "NPUWATCH_ROOT", "NPUWATCH_NPU_SMI"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _one_usage_line(err: str, named: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert named in lines[0], err
+    assert "internal error" not in err and "Traceback" not in err
+
+
+def _run(words: List[str], env: Dict[str, str]) -> Tuple[int, str]:
+    """``npuwatch WORDS`` in a child (the live view and serve would run on with a good value)."""
+    child = subprocess.run(
+        [sys.executable, "-m", "npuwatch", *words],
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return child.returncode, child.stderr
+
+
+@pytest.mark.parametrize("value", GARBAGE)
+@pytest.mark.parametrize("variable", ["NPUWATCH_TIMEOUT", "NPUWATCH_INTERVAL"])
+def test_bad_variable_is_a_usage_error_everywhere(variable, value, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(variable, value)
+    in_process = [["snapshot", "--replay", CAPTURE]]
+    if variable == "NPUWATCH_TIMEOUT":  # the doctor samples once: it never reads the interval
+        in_process.append(["doctor", "--root", str(tmp_path)])
+    for words in in_process:
+        code = main(words)
+        err = capsys.readouterr().err
+        assert code == EXIT_USAGE, (words, err)
+        _one_usage_line(err, variable)
+    for words in (
+        ["--plain", "--replay", CAPTURE],
+        ["serve", "--replay", CAPTURE, "--listen", "127.0.0.1:0"],
+    ):
+        code, err = _run(words, {variable: value})
+        assert code == EXIT_USAGE, (words, err)
+        _one_usage_line(err, variable)
+
+
+@pytest.mark.parametrize("value", GARBAGE)
+def test_check_makes_a_bad_timeout_variable_a_verdict_not_an_internal_error(value, monkeypatch, capsys):
+    monkeypatch.setenv("NPUWATCH_TIMEOUT", value)
+    code = main(["check", "--replay", CAPTURE])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out.startswith("unhealthy: NPUWATCH_TIMEOUT=")
+    assert "internal error" not in out + err and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize("value", ["1e300", "1e308", "86401", "inf", "nan", "0", "-5"])
+@pytest.mark.parametrize("option", ["--timeout", "--interval"])
+@pytest.mark.parametrize("command", ["snapshot", "check", "doctor"])
+def test_bad_seconds_option_is_a_usage_error(command, option, value, tmp_path, capsys):
+    code = main([command, "--root", str(tmp_path), f"{option}={value}"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE, err
+    assert option in err and "internal error" not in err and "Traceback" not in err
+
+
+def test_a_day_of_seconds_is_still_accepted(capsys):
+    code = main(["snapshot", "--replay", CAPTURE, "--timeout", "86400", "--interval", "86400"])
+    assert code == 0, capsys.readouterr().err
