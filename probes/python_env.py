@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from npuwatch.probes.install_files import parse_key_value_file
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot import Sysroot, read_regular
 
 #: System package folders of a tree, most specific first (pip as root on Debian writes
 #: ``/usr/local/lib/python3.X/dist-packages``; distribution packages go to ``/usr/lib``).
@@ -195,11 +195,9 @@ class PythonEnv:
     def read_text(self, relative: str, limit: int = 1 << 20) -> Optional[str]:
         """The text of ``relative`` (``torch/version.py``) in the first path folder that has it."""
         for folder in self.paths:
-            try:
-                with open(folder / relative, "rb") as handle:
-                    return handle.read(limit).decode("utf-8", errors="replace")
-            except OSError:
-                continue
+            data = read_regular(folder / relative, limit)  # a FIFO there must not block
+            if data is not None:
+                return data.decode("utf-8", errors="replace")
         return None
 
     def display(self, path: Path) -> str:

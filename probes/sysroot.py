@@ -22,10 +22,43 @@ plus an environment is a complete machine.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Optional, Union
 
 PathLike = Union[str, PurePosixPath]
+
+#: How a machine file is opened: never waits for a writer (a FIFO), never becomes our terminal.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_regular(path: Union[str, Path], limit: int) -> Optional[bytes]:
+    """Up to ``limit`` bytes of the regular file ``path``; ``None`` for anything else.
+
+    A FIFO, socket or device in place of a file would block a plain ``open()`` or ``read()``
+    forever (or stream without end): the file is opened non-blocking and refused unless
+    ``fstat`` says it is a regular file (sysfs and procfs attributes are).  Never raises OSError.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Sysroot:
@@ -64,20 +97,14 @@ class Sysroot:
         return os.path.lexists(self.path(absolute))
 
     def read_text(self, absolute: PathLike, limit: int = 1 << 20) -> Optional[str]:
-        """The file's text, or ``None`` when it is missing or unreadable."""
-        try:
-            with open(self.path(absolute), "rb") as handle:
-                return handle.read(limit).decode("utf-8", errors="replace")
-        except OSError:
-            return None
+        """The first ``limit`` bytes of the file as text, or ``None`` when it is missing, unreadable
+        or not a regular file (see ``read_regular``)."""
+        data = read_regular(self.path(absolute), limit)
+        return None if data is None else data.decode("utf-8", errors="replace")
 
     def read_bytes(self, absolute: PathLike, limit: int) -> Optional[bytes]:
-        """Up to ``limit`` bytes of the file, or ``None`` when it cannot be read."""
-        try:
-            with open(self.path(absolute), "rb") as handle:
-                return handle.read(limit)
-        except OSError:
-            return None
+        """Up to ``limit`` bytes of the file, or ``None`` when it cannot be read or is not a regular file."""
+        return read_regular(self.path(absolute), limit)
 
     def read_line(self, absolute: PathLike) -> Optional[str]:
         """The first line of a one-value file (sysfs attributes), stripped."""

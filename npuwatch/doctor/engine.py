@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -71,11 +72,20 @@ def run_doctor(
     return DoctorReport(tuple(results), hardware, time.monotonic() - started)
 
 
-def _has_hardware(machine: Machine) -> bool:
-    try:
-        return machine.has_hardware()
-    except Exception:
-        return True  # cannot tell: let the hardware checks run and explain
+def _has_hardware(machine: Machine, timeout_s: float = DEFAULT_CHECK_TIMEOUT_S) -> bool:
+    """Whether the machine has an NPU; a scan that crashes or hangs past ``timeout_s`` (a sysfs
+    read stuck in a hung driver) counts as yes: the hardware checks then run, each under its own
+    timeout, and explain."""
+    box: List[bool] = []
+
+    def scan() -> None:
+        with contextlib.suppress(Exception):
+            box.append(machine.has_hardware())
+
+    worker = threading.Thread(target=scan, name="doctor-hardware-scan", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return box[0] if box else True  # cannot tell: let the hardware checks run and explain
 
 
 def _run_one(
