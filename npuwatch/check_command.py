@@ -13,6 +13,7 @@ from npuwatch.health import CRITICAL_OVER_C, HealthVerdict, Problem, Reason, che
 from npuwatch.option_values import env_seconds, machine_root
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.text_safety import inert
 
 if TYPE_CHECKING:
     from npuwatch.probes.simulator.machine import Simulation
@@ -165,10 +166,10 @@ def _print(verdict: HealthVerdict, as_json: bool) -> None:
     if as_json:
         _write(sys.stdout, json.dumps(verdict.to_dict()))
         return
-    _write(sys.stdout, verdict.line)
+    _write(sys.stdout, inert(verdict.line))  # names and messages from npu-smi: shown, never obeyed
     hint = verdict.hint
     if hint:
-        _write(sys.stderr, f"npuwatch: {hint}")
+        _write(sys.stderr, f"npuwatch: {inert(hint)}")
 
 
 def _write(stream: TextIO, line: str) -> None:

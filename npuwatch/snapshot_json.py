@@ -23,6 +23,7 @@ from npuwatch.model import (
     Snapshot,
     Versions,
 )
+from npuwatch.text_safety import inert_json
 
 _IDENTITY_FIELDS = ("npu_id", "chip_id", "phy_id", "device_id", "logic_id", "name", "bus_id")
 _PCIE_FIELDS = (
@@ -69,10 +70,15 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
     }
 
 
-def dumps(snapshot: Snapshot, indent: Optional[int] = 2) -> str:
-    """The snapshot as a JSON document (``indent=None`` gives one line, for NDJSON)."""
+def dumps(snapshot: Snapshot, indent: Optional[int] = 2, ensure_ascii: bool = False) -> str:
+    """The snapshot as a JSON document (``indent=None`` gives one line, for NDJSON).
+
+    Exact values, and nothing a terminal obeys: control characters are ``\\uXXXX`` escapes.
+    ``ensure_ascii`` escapes every non-ASCII character too (for a stream that cannot encode them).
+    """
     separators = (",", ":") if indent is None else None
-    return json.dumps(to_dict(snapshot), indent=indent, separators=separators, ensure_ascii=False)
+    text = json.dumps(to_dict(snapshot), indent=indent, separators=separators, ensure_ascii=ensure_ascii)
+    return inert_json(text)
 
 
 def _chip_dict(chip: ChipSample) -> Dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Dict, List, Sequence
 
 from npuwatch.doctor.engine import DoctorReport
 from npuwatch.doctor.result import Check, CheckResult, Group, Status
+from npuwatch.text_safety import inert
 
 _MARKS_UNICODE = {
     Status.PASS: "✔",
@@ -36,8 +37,12 @@ def render_doctor(
     colour: bool = False,
     unicode: bool = True,
 ) -> str:
-    """The whole report: a title, one section per group, a line per check and its hint, a summary."""
-    lines = [title, ""]
+    """The whole report: a title, one section per group, a line per check and its hint, a summary.
+
+    What checks found on the machine (summaries, hints, details, a --root path in the title) is
+    shown inert: a control character in it is printed escaped, never obeyed.
+    """
+    lines = [inert(title), ""]
     if not report.has_hardware:
         lines += ["No Ascend NPU was found on this machine: the checks that need one are skipped.", ""]
     by_group: Dict[Group, List[CheckResult]] = {group: [] for group in Group}
@@ -80,18 +85,18 @@ def _result_lines(
 ) -> List[str]:
     marks = _MARKS_UNICODE if unicode else _MARKS_ASCII
     mark = _paint(f"{marks[result.status]:>4}", _COLOURS[result.status], colour)
-    head = f"{mark} {result.id:<{id_width}}  "
+    head = f"{mark} {inert(result.id):<{id_width}}  "
     indent = " " * (5 + id_width + 2)
-    lines = _wrap(result.summary, head, indent, visible_head=5 + id_width + 2)
+    lines = _wrap(inert(result.summary), head, indent, visible_head=5 + id_width + 2)
     if result.hint:
         arrow = "→ fix: " if unicode else "-> fix: "
-        lines += _wrap(result.hint, indent + arrow, indent + " " * len(arrow))
+        lines += _wrap(inert(result.hint), indent + arrow, indent + " " * len(arrow))
     if verbose or result.status in (Status.FAIL, Status.ERROR):
         shown = result.details if verbose else result.details[:4]
         for detail in shown:
             for number, line in enumerate(detail.rstrip("\n").splitlines() or [""]):
                 prefix = "· " if number == 0 else "  "
-                lines.append(_paint(indent + prefix + line, "2", colour))
+                lines.append(_paint(indent + prefix + inert(line), "2", colour))
         if len(result.details) > len(shown):
             lines.append(
                 _paint(f"{indent}· … {len(result.details) - len(shown)} more (--verbose)", "2", colour)

@@ -6,11 +6,16 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from npuwatch.chip_facts import chip_memory
 from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Snapshot
+from npuwatch.text_safety import inert, inert_lines
 from npuwatch.widgets import format as fmt
 
 
 def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
-    """The snapshot as aligned text: header, one line per chip, processes, host, notes."""
+    """The snapshot as aligned text: header, one line per chip, processes, host, notes.
+
+    Every string from the machine, npu-smi or a file is shown inert (``ESC`` as ``\\x1b``):
+    a table's cells before they are measured, then the whole text.
+    """
     lines = [_title(snapshot), _versions(snapshot), ""]
     if snapshot.chips:
         lines += _table(_CHIP_HEADER, [_chip_row(c) for c in snapshot.chips])
@@ -33,8 +38,8 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     if notes:
         lines += ["", "Not reported:"] + [f"  {note}" for note in notes]
     if snapshot.warnings:
-        lines += ["", "Warnings:"] + [f"  - {w}" for w in snapshot.warnings]
-    return "\n".join(lines) + "\n"
+        lines += ["", "Warnings:"] + [f"  - {inert(w)}" for w in snapshot.warnings]
+    return inert_lines("\n".join(lines)) + "\n"
 
 
 def _title(snapshot: Snapshot) -> str:
@@ -175,7 +180,8 @@ def _labels(labels: List[str]) -> str:
     return ", ".join(labels) if len(labels) <= 3 else f"{len(labels)} chips"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+def _table(header: Sequence[str], shown: Sequence[Sequence[str]]) -> List[str]:
+    rows = [[inert(cell) for cell in row] for row in shown]
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
     last = len(header) - 1
 

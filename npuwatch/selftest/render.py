@@ -7,6 +7,7 @@ from typing import Dict, List, Optional
 
 from npuwatch.probes.runtime.protocol import StepStatus
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepError, StepResult
+from npuwatch.text_safety import inert
 
 _MARKS_UNICODE = {
     StepStatus.PASS: "✔",
@@ -32,20 +33,24 @@ _INDENT = "      "
 def render_report(
     report: SelftestReport, *, verbose: bool = False, colour: bool = False, unicode: bool = True
 ) -> str:
-    """The report as lines of text ending in the one-line verdict."""
+    """The report as lines of text ending in the one-line verdict.
+
+    What the runtime and the child said (messages, stderr, facts) is shown inert: a control
+    character in it is printed escaped, never obeyed.
+    """
     marks = _MARKS_UNICODE if unicode else _MARKS_ASCII
     lines = [_title(report, unicode), ""]
     for run in report.runs:
         lines += _device_lines(run, marks, verbose, colour)
         lines.append("")
-    lines += [f"note: {note}" for note in report.notes]
+    lines += [f"note: {inert(note)}" for note in report.notes]
     lines.append(verdict_line(report))
     return "\n".join(lines) + "\n"
 
 
 def verdict_line(report: SelftestReport) -> str:
     """``2 devices: 2 passed in 1.1 s: exit 0``."""
-    return f"{report.summary} in {report.duration_s:.1f} s: exit {report.exit_code}"
+    return inert(f"{report.summary} in {report.duration_s:.1f} s: exit {report.exit_code}")
 
 
 def _title(report: SelftestReport, unicode: bool) -> str:
@@ -62,7 +67,7 @@ def _title(report: SelftestReport, unicode: bool) -> str:
         extra.append(f"torch_npu {facts['torch_npu_version']}")
     head = f"npuwatch selftest: level {report.level}, backend {backend}"
     head += f", timeout {report.timeout_s:g} s per device"
-    return head + (f" ({', '.join(extra)})" if extra else "")
+    return head + (f" ({inert(', '.join(extra))})" if extra else "")
 
 
 def _device_lines(run: DeviceRun, marks: Dict[StepStatus, str], verbose: bool, colour: bool) -> List[str]:
@@ -79,13 +84,13 @@ def _device_lines(run: DeviceRun, marks: Dict[StepStatus, str], verbose: bool, c
     if not_run and not verbose:
         lines.append(
             f"  {marks[StepStatus.NOT_RUN]} {len(not_run)} more step(s) not run: "
-            + not_run[0].detail.replace("not run: ", "")
+            + inert(not_run[0].detail.replace("not run: ", ""))
         )
     if run.problem:
-        lines += _wrapped(f"{run.problem}", "  ")
+        lines += _wrapped(inert(run.problem), "  ")
     if run.stderr_tail and (verbose or run.problem or run.timed_out):
         lines.append("  the child's last stderr lines:")
-        lines += [f"{_INDENT}{line}" for line in run.stderr_tail.splitlines()[-8:]]
+        lines += [f"{_INDENT}{inert(line)}" for line in run.stderr_tail.splitlines()[-8:]]
     return lines
 
 
@@ -94,10 +99,11 @@ def _step_lines(
 ) -> List[str]:
     mark = _paint(f"{marks[result.status]:>2}", _COLOURS.get(result.status), colour)
     took = _ms(result.duration_s)
-    lines = _wrapped(f"{mark} {result.step.title:<{width}} {took:>9}  {result.detail}", "  ", hang=width + 16)
+    detail = inert(result.detail)
+    lines = _wrapped(f"{mark} {result.step.title:<{width}} {took:>9}  {detail}", "  ", hang=width + 16)
     for warning in result.warnings:
         if warning not in result.detail:
-            lines += _wrapped(f"warning: {warning}", _INDENT)
+            lines += _wrapped(f"warning: {inert(warning)}", _INDENT)
     if result.error is not None and result.status is not StepStatus.PASS:
         lines += _error_lines(result.error)
     if verbose:
@@ -108,17 +114,17 @@ def _step_lines(
 def _error_lines(error: StepError) -> List[str]:
     lines: List[str] = []
     if error.code is not None:
-        lines += _wrapped(f"{error.code} {error.name}: {error.meaning}", _INDENT)
+        lines += _wrapped(inert(f"{error.code} {error.name}: {error.meaning}"), _INDENT)
     elif error.meaning:
-        lines += _wrapped(error.meaning, _INDENT)
+        lines += _wrapped(inert(error.meaning), _INDENT)
     if error.message:
         said = [line.strip() for line in error.message.splitlines() if line.strip()]
-        lines += _wrapped("the runtime said: " + " / ".join(said[:4]), _INDENT)
+        lines += _wrapped(inert("the runtime said: " + " / ".join(said[:4])), _INDENT)
     for code, meaning in error.log_codes:
         if meaning:
-            lines += _wrapped(f"{code}: {meaning}", _INDENT)
+            lines += _wrapped(inert(f"{code}: {meaning}"), _INDENT)
     if error.fix:
-        lines += _wrapped(f"fix: {error.fix}", _INDENT)
+        lines += _wrapped(inert(f"fix: {error.fix}"), _INDENT)
     return lines
 
 
