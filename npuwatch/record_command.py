@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Optional
 
 from npuwatch.option_values import duration, megabytes
-from npuwatch.recording import RecordingError, RecordingWriter
+from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
 from npuwatch.sampler_options import open_feed
 
 if TYPE_CHECKING:
@@ -37,18 +38,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop before the file grows past MB megabytes (MiB)",
     )
     parser.add_argument("--gzip", action="store_true", help="compress even when FILE does not end in .gz")
+    parser.add_argument("--force", action="store_true", help="replace FILE when it already exists")
     parser.add_argument("--quiet", action="store_true", help="print nothing when done")
 
 
 def run(args: argparse.Namespace) -> int:
     """Record until the duration, the size limit or a signal; exit 0 (1 when nothing could be written)."""
-    if getattr(args, "replay", None) is not None and str(args.replay) == str(args.file):
-        raise RecordUsageError("record FILE must not be the file given to --replay")
+    replay = getattr(args, "replay", None)
+    if replay is not None and _same_file(str(replay), args.file):
+        raise RecordUsageError(f"record {args.file}: that is the file given to --replay {replay}")
+    force = bool(getattr(args, "force", False))
+    if not force and os.path.isfile(args.file):
+        raise RecordUsageError(f"record {args.file}: the file already exists (pass --force to replace it)")
     limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
     # The source first: a bad --replay or --demo is a usage error before any file is made.
     with open_feed(args) as feed:
         try:
-            writer = RecordingWriter(args.file, compress=True if args.gzip else None)
+            writer = RecordingWriter(args.file, compress=True if args.gzip else None, overwrite=force)
+        except RecordingExistsError as exc:  # made since the check above
+            raise RecordUsageError(str(exc)) from None
         except RecordingError as exc:
             print(f"npuwatch record: {exc}", file=sys.stderr)
             return 1
@@ -70,6 +78,14 @@ def run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     return 0
+
+
+def _same_file(first: str, second: str) -> bool:
+    """Whether two paths name one file (symlinks, hard links, ``./x`` and ``x`` alike)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False  # one of them does not exist: they cannot be the same file
 
 
 def _record(

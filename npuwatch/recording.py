@@ -9,11 +9,14 @@ trailer a killed recorder never wrote.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 from npuwatch import snapshot_json
 from npuwatch.model import Snapshot
@@ -55,16 +58,24 @@ def is_recording(path: Union[str, Path]) -> bool:
     return head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{")
 
 
-class RecordingWriter:
-    """Appends snapshots to a new NDJSON file, gzip-compressed when ``compress`` (or ``.gz``)."""
+class RecordingExistsError(RecordingError):
+    """The file to record into already holds data and replacing it was not allowed."""
 
-    def __init__(self, path: Union[str, Path], compress: Optional[bool] = None) -> None:
+
+class RecordingWriter:
+    """Appends snapshots to a new NDJSON file, gzip-compressed when ``compress`` (or ``.gz``).
+
+    An existing regular file is replaced only when ``overwrite``; otherwise ``RecordingExistsError``.
+    A write that fails (a full disk) cuts the file back to its last complete line, so what was
+    written before stays a valid recording, and raises ``RecordingError`` saying what was kept.
+    """
+
+    def __init__(
+        self, path: Union[str, Path], compress: Optional[bool] = None, *, overwrite: bool = False
+    ) -> None:
         self.path = Path(path)
         self.compress = self.path.suffix == ".gz" if compress is None else compress
-        try:
-            self._file: IO[bytes] = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        except OSError as exc:
-            raise RecordingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        self._fd = _open_for_recording(self.path, overwrite)
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS) if self.compress else None
         self._pending: Optional[Tuple[bytes, Any]] = None
         self.lines = 0
@@ -85,12 +96,8 @@ class RecordingWriter:
         return data
 
     def write_encoded(self, data: bytes) -> None:
-        """Write what ``encode`` returned and hand it to the OS at once (survives kill -9)."""
-        try:
-            self._file.write(data)
-            self._file.flush()
-        except OSError as exc:
-            raise RecordingError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        """Write what ``encode`` returned straight to the OS (no buffer: survives kill -9)."""
+        self._write_all(data)
         if self._pending is not None and self._pending[0] is data:
             self._deflate = self._pending[1]
         self._pending = None
@@ -102,22 +109,67 @@ class RecordingWriter:
         self.write_encoded(self.encode(snapshot))
 
     def close(self) -> None:
-        """Finish the gzip stream (its trailer) and close the file."""
-        if self._file.closed:
+        """Finish the gzip stream (its trailer, when it fits) and close the file; never raises."""
+        if self._fd < 0:
             return
         try:
             if self._deflate is not None:
                 tail = self._deflate.flush(zlib.Z_FINISH)
-                self._file.write(tail)
-                self.bytes_written += len(tail)
+                self._deflate = None
+                try:
+                    self._write_all(tail)
+                    self.bytes_written += len(tail)
+                except RecordingError:
+                    pass  # no trailer: the reader reads a stream without one up to its last line
         finally:
-            self._file.close()
+            fd, self._fd = self._fd, -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _write_all(self, data: bytes) -> None:
+        """All of ``data`` or nothing: a failed write cuts off the part of it that reached the file."""
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # not a regular file (/dev/full, a pipe): nothing to cut
+                os.ftruncate(self._fd, self.bytes_written)
+            raise RecordingError(_write_failure(self.path, exc, self.lines)) from None
 
     def __enter__(self) -> RecordingWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _open_for_recording(path: Path, overwrite: bool) -> int:
+    """A write-only descriptor for ``path``; an existing regular file is truncated only when ``overwrite``."""
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        if overwrite:
+            return os.open(path, flags | os.O_TRUNC, 0o666)
+        try:
+            return os.open(path, flags | os.O_EXCL, 0o666)
+        except FileExistsError:
+            if os.path.isfile(path):
+                raise RecordingExistsError(
+                    f"{path} already exists: not replacing it (pass --force to replace it)"
+                ) from None
+            return os.open(path, flags, 0o666)  # a device or a pipe (/dev/stdout): nothing to lose
+    except RecordingError:
+        raise
+    except OSError as exc:
+        raise RecordingError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_failure(path: Path, exc: OSError, lines: int) -> str:
+    """What went wrong, and that the complete lines written before are kept."""
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        why = f"the disk is full ({why})"
+    return f"cannot write {path}: {why}; the {lines} snapshots written before are kept"
 
 
 def read_recording(path: Union[str, Path]) -> Recording:
