@@ -195,6 +195,7 @@ def test_dashboard_shows_hostile_strings_escaped():
     main_screen, detail = screens
     assert RAW.findall(main_screen) == [], RAW.findall(main_screen)[:5]
     assert "python3 train.py \\x1b[2J" in main_screen  # the process table's command column
+    assert "NPU 0 · 910B\\x1b[2J" in main_screen  # an NPU box's title
     assert RAW.findall(detail) == [], RAW.findall(detail)[:5]
     assert "910B\\x1b[2J" in detail
 

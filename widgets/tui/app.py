@@ -26,6 +26,7 @@ from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.history import History
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
 from npuwatch.replay import ReplaySampler
+from npuwatch.text_safety import inert
 from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
@@ -384,8 +385,9 @@ class NpuwatchApp(App[None]):
         else:
             host = _host_name(snap)
             if host:
-                text.append(f" {host}", style="bold")
-            text.append(f" · {snap.source} · {snap.taken_at.astimezone().strftime('%H:%M:%S')} ")
+                text.append(f" {inert(host)}", style="bold")
+            when = snap.taken_at.astimezone().strftime("%H:%M:%S")
+            text.append(f" · {inert(snap.source)} · {when} ")  # a replayed file's name included
             text.append_text(self._cadence())
             v = snap.versions
             width = self._width()
@@ -395,6 +397,7 @@ class NpuwatchApp(App[None]):
                 f"driver {v.driver or 'n/a'}",
                 f"firmware {v.firmware or 'n/a'}",
             ):
+                part = inert(part)
                 if text.cell_len + len(part) + 2 > width:
                     break
                 text.append(f"· {part} ", style="dim")
@@ -425,9 +428,9 @@ class NpuwatchApp(App[None]):
         widget = self.query_one("#alerts", Line)
         width = max(20, self._width() - 2)
         if self._failure:
-            widget.set(Text(f"✖ sampler error: {self._failure}", style="bold red"))
+            widget.set(Text(f"✖ sampler error: {inert(self._failure)}", style="bold red"))
             return
-        line = summary_line(self.alerts, width)
+        line = inert(summary_line(self.alerts, width))  # alerts quote chip names and npu-smi's words
         if not self.alerts:
             widget.set(Text(line, style="dim green"))
             return

@@ -7,12 +7,14 @@ from typing import List, Optional, Sequence
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.geometry import Size
+from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
 from npuwatch.chip_facts import ChipMemory, chip_memory, rated_power_w
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus
+from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 from npuwatch.widgets.tui.line import TextLines
@@ -80,7 +82,9 @@ class NpuGroup(Widget):
         self.npu_id = first.npu_id
         self.keys = [chip.identity.key for chip in chips]
         count = f" · {len(chips)} chips" if len(chips) > 1 else ""
-        self.border_title = f"NPU {first.npu_id} · {first.name or 'unknown model'}{count}"
+        # A border title is markup: the name npu-smi printed is escaped for it as well.
+        name = escape(inert(first.name or "unknown model"))
+        self.border_title = f"NPU {first.npu_id} · {name}{count}"
         self.cards = [ChipCard(chip, history, in_group=len(chips) > 1) for chip in chips]
         if len(chips) > 1:
             self.add_class("multi")
@@ -138,7 +142,7 @@ def _title(chip: ChipSample, in_group: bool) -> Text:
         text.append(f"phy {ident.phy_id} ")
     if ident.device_id is not None:
         text.append(f"dev {ident.device_id} ")
-    text.append(f"{ident.bus_id or 'Bus-Id n/a'}", style="dim")
+    text.append(inert(ident.bus_id or "Bus-Id n/a"), style="dim")
     if _stale(chip):
         text.append("  STALE", style="bold dark_orange")
     return text
@@ -190,7 +194,7 @@ def problem_lines(chip: ChipSample, width: int) -> List[Text]:
     for index, error in enumerate(chip.errors[:CARD_ERRORS]):
         rest = len(chip.errors) - CARD_ERRORS
         more = f" +{rest}" if index == CARD_ERRORS - 1 and rest > 0 else ""
-        lines.append(_fitted(f"{glyph} {error.text}", more, width, style))
+        lines.append(_fitted(f"{glyph} {inert(error.text)}", more, width, style))
     link = chip.pcie
     if link is not None and link.present and link.degraded:  # the model's one test of "degraded"
         lines.append(_fitted(f"▲ PCIe {fmt.pcie_link(link)}", " degraded", width, "bold dark_orange"))
@@ -227,7 +231,7 @@ def compact_line(chip: ChipSample, history: History, width: int, in_group: bool)
     line = Text()
     who = f" └c{ident.chip_id}" if in_group and ident.chip_id else f"{ident.npu_id:>3}"
     line.append(f"{who:<5}", style="bold")
-    line.append(f"{(ident.name or '?')[:11]:<12}")  # "Ascend 910B", "Ascend950DT" whole
+    line.append(f"{inert(ident.name or '?')[:11]:<12}")  # "Ascend 910B", "Ascend950DT" whole
     badge = render.badge(chip.health)
     line.append_text(badge)
     line.append(" " * max(0, 12 - len(badge.plain)))

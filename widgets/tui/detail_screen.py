@@ -21,6 +21,7 @@ from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import rated_power_w
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
 from npuwatch.probes.soc import soc_from_chip_name
+from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 
@@ -101,7 +102,7 @@ class DetailScreen(Screen[None]):
             details = self.sampler.chip_details(*self.key)
             shown: RenderableType = npu_smi_tables(details, self.snapshot.source)
         except Exception as exc:  # shown, never raised: the screen stays usable
-            shown = Text(f"npu-smi queries failed: {type(exc).__name__}: {exc}", style="red")
+            shown = Text(inert(f"npu-smi queries failed: {type(exc).__name__}: {exc}"), style="red")
         with contextlib.suppress(RuntimeError):  # the app closed meanwhile: its loop is gone
             self.app.call_from_thread(self._show_details, shown)
 
@@ -111,21 +112,26 @@ class DetailScreen(Screen[None]):
 
 
 def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
-    """Identity, health, the metrics this chip has (n/a with its reason), PCIe and versions."""
+    """Identity, health, the metrics this chip has (n/a with its reason), PCIe and versions.
+
+    Names and versions are what npu-smi, DCMI or a file said: shown inert, never obeyed.
+    """
     ident = chip.identity
     title = Text(
-        f"NPU {ident.npu_id} · chip {ident.chip_id} · {ident.name or 'unknown model'}  ", style="bold"
+        f"NPU {ident.npu_id} · chip {ident.chip_id} · {inert(ident.name or 'unknown model')}  ", style="bold"
     )
     title.append_text(render.badge(chip.health))
     ids = Text(
-        f"Bus-Id {ident.bus_id or 'n/a'} · Phy-ID {_id(ident.phy_id)} · Device {_id(ident.device_id)} · "
-        f"Logic ID {_id(ident.logic_id)}",
+        f"Bus-Id {inert(ident.bus_id or 'n/a')} · Phy-ID {_id(ident.phy_id)} · "
+        f"Device {_id(ident.device_id)} · Logic ID {_id(ident.logic_id)}",
         style="dim",
     )
     v = snapshot.versions
     versions = Text(
-        f"npu-smi {v.npu_smi or 'n/a'} · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'} · "
-        f"CANN {v.cann or 'n/a'}",
+        inert(
+            f"npu-smi {v.npu_smi or 'n/a'} · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'} · "
+            f"CANN {v.cann or 'n/a'}"
+        ),
         style="dim",
     )
     return Group(title, ids, Text(""), metric_table(chip), Text(""), pcie_text(chip), versions, Text(""))
@@ -195,7 +201,7 @@ def metric_table(chip: ChipSample) -> Table:
         why = ""
         note = next((chip.notes[m] for m in row.metrics if m in chip.notes), None)
         if note is not None and (row.value is None or note.status is MetricStatus.STALE):
-            why = f"{note.status.value}: {note.reason}"
+            why = inert(f"{note.status.value}: {note.reason}")
             if why in said:
                 why = "(the same reason)"
             else:
@@ -275,15 +281,15 @@ def npu_smi_tables(details: Optional[ChipDetails], source: str = "") -> Renderab
     for query in details.queries:
         if query.duration_s is None:
             continue
-        parts.append(Text(f"$ {query.command}", style="bold"))
+        parts.append(Text(f"$ {inert(query.command)}", style="bold"))
         if query.failure is not None:
-            parts.append(Text(f"  {query.failure.message}", style="dark_orange"))
+            parts.append(Text(f"  {inert(query.failure.message)}", style="dark_orange"))
             continue
         table = Table(box=None, show_header=False, padding=(0, 2))
         table.add_column(style="dim")
         table.add_column()
         for key, value in query.fields:
-            table.add_row(key, value)
+            table.add_row(Text(inert(key)), Text(inert(value)))  # a Text: no markup, nothing obeyed
         parts.append(table)
     return Group(*parts)
 

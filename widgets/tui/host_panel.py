@@ -7,6 +7,7 @@ from typing import List, Optional
 from rich.text import Text
 
 from npuwatch.model import HostInfo, MetricStatus, Snapshot
+from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 from npuwatch.widgets.tui.line import TextLines
@@ -41,7 +42,7 @@ def missing_host(snapshot: Snapshot) -> str:
     """Why a snapshot has no host: its probe failed, the source is a replayed capture, or none was asked."""
     failed = next((p for p in snapshot.probes if p.name == "host" and p.status is not MetricStatus.OK), None)
     if failed is not None:
-        return f"could not be read ({failed.message or failed.status.value})"
+        return f"could not be read ({inert(failed.message or failed.status.value)})"
     if snapshot.source.startswith("replay:"):
         return "not part of this source (a replayed capture)"
     return "not sampled for this source"
@@ -69,7 +70,7 @@ def host_lines(host: HostInfo, width: int) -> Text:
     line.append(f" {fmt.used_total_bytes(host.memory_used_bytes, host.memory_total_bytes)}  ")
     line.append("load ", style="dim")
     line.append(fmt.load(host.load_average))
-    line.append(f"  ·  {host.hostname}", style="dim")
+    line.append(f"  ·  {inert(host.hostname)}", style="dim")
     if host.in_container:
         line.append(" (container)", style="dim")
     return line

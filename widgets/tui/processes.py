@@ -14,6 +14,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
+from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui.line import text_strip
 
@@ -176,8 +177,8 @@ def _row(process: NpuProcess, user: str, now_s: float) -> Tuple[Text, ...]:
     if host is None:
         why = process.host_unavailable or "no host details"
         cells = (*ids, "—", npu_mem, "—", "—", "—")
-        command = Text(f"{process.name or '?'}  ", style=style)
-        command.append(f"({why})", style="dim italic")
+        command = Text(f"{inert(process.name or '?')}  ", style=style)
+        command.append(f"({inert(why)})", style="dim italic")
         return (*(Text(c, style="dim") for c in cells), command)
     elapsed = None if host.start_time_s is None else now_s - host.start_time_s
     values = (
@@ -189,4 +190,5 @@ def _row(process: NpuProcess, user: str, now_s: float) -> Tuple[Text, ...]:
         fmt.duration(elapsed),
         host.command or process.name or "?",
     )
-    return tuple(Text(c, style=style) for c in values)
+    # The user, name and command line are whoever runs the job's: shown, never obeyed.
+    return tuple(Text(inert(c), style=style) for c in values)
