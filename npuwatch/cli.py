@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from npuwatch import __version__
 from npuwatch.option_values import seconds, speed_factor
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
+from npuwatch.text_safety import can_encode, guard_streams
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -141,6 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser(words)
     verbose = "--verbose" in words
     _exit_cleanly_on_termination()
+    guard_streams()  # an ASCII stdout (C locale) prints stand-ins for ✔ ° ·, never UnicodeEncodeError
     try:
         args = parser.parse_args(words)
         if args.command in _LAZY_COMMANDS:
@@ -236,7 +238,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     with _open_sampler(args) as sampler:
         snapshot = sampler.sample()
     if getattr(args, "json", False):
-        print(snapshot_json.dumps(snapshot))
+        print(snapshot_json.dumps(snapshot, ensure_ascii=not can_encode(sys.stdout)))
     else:
         sys.stdout.write(render_snapshot(snapshot))
     reason = no_data_reason(snapshot)
