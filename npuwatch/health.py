@@ -21,6 +21,7 @@ from npuwatch.model import ChipSample, Health
 from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError, NpuSmiFailure, classify
 from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.pci import ASCEND_DRIVER, PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.runner import RunResult
 from npuwatch.probes.sysroot import Sysroot
 
@@ -69,7 +70,9 @@ class Reason(enum.Enum):
     DEVICE_NODES = "device-nodes"
     NPU_SMI = "npu-smi"
     NO_CHIPS = "no-chips"
-    CHIP_MISSING = "chip-missing"  # an NPU asked for with --devices that npu-smi does not list
+    #: An NPU asked for with --devices, or a chip the machine has (PCI, /dev/davinciN), that npu-smi
+    #: does not list.
+    CHIP_MISSING = "chip-missing"
     CHIP_HEALTH = "chip-health"
     TEMPERATURE = "temperature"
     SELFTEST = "selftest"
@@ -260,6 +263,9 @@ def check_health(
         chosen = [c for c in table.chips if devices is None or c.identity.npu_id in devices]
         chips = judge_chips(chosen, max_temp_c, None if capture is not None else npu_smi)
         problems.extend(chip_problems(table.chips, chips, devices, table.warnings))
+        if sysroot is not None and nodes is not None and devices is None:
+            unlisted = unreported_chips(read_machine_chips(sysroot, nodes), table.chips)
+            problems[:0] = [unlisted] if unlisted is not None else []
     if nodes is not None:
         socs = {c.name or "" for c in chips}
         problems[:0] = _node_problems(nodes, all(s.startswith("310B") for s in socs) and bool(socs))
@@ -274,6 +280,75 @@ def check_health(
         selftest=summary,
         duration_s=time.monotonic() - started,
         notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class MachineChips:
+    """The chips this machine (or this container) has, and the evidence that says so."""
+
+    count: int = 0
+    evidence: Tuple[str, ...] = ()  # "8 Ascend PCI functions", "8 /dev/davinciN"
+    bus_ids: Tuple[str, ...] = ()  # the counted PCI functions (``0000:c1:00.0``), when PCI counts
+
+
+def machine_chips(
+    inventory: Optional[PciInventory], nodes: Optional[DevNodes], in_container: bool
+) -> MachineChips:
+    """How many chips npu-smi should list here: the largest count the machine's evidence gives.
+
+    ``/dev/davinciN`` is one node per chip on every board (a 310B SoC board has no PCI function,
+    an A3 NPU has two chips with a node and a PCI function each).  On a host the Ascend PCI
+    functions count too, each for its chips (a 310P Duo function carries two); SR-IOV VFs and
+    functions given to another driver (vfio-pci: passed to a VM) do not.  In a container sysfs
+    shows the host's every function, so only the nodes it was given count.
+    """
+    evidence: List[str] = []
+    counts: List[int] = []
+    bus_ids: Tuple[str, ...] = ()
+    if inventory is not None and not in_container:
+        functions = [
+            f
+            for f in inventory.functions
+            if not f.is_virtual_function and (f.driver is None or f.driver == ASCEND_DRIVER)
+        ]
+        if functions:
+            total = sum(f.chips for f in functions)
+            plural = "s" if len(functions) != 1 else ""
+            extra = f" ({total} chips)" if total != len(functions) else ""
+            evidence.append(f"{len(functions)} Ascend PCI function{plural}{extra}")
+            counts.append(total)
+            bus_ids = tuple(f.bdf.lower() for f in functions)
+    if nodes is not None and nodes.davinci_ids:
+        evidence.append(f"{len(nodes.davinci_ids)} /dev/davinciN")
+        counts.append(len(nodes.davinci_ids))
+    return MachineChips(max(counts, default=0), tuple(evidence), bus_ids)
+
+
+def read_machine_chips(sysroot: Sysroot, nodes: Optional[DevNodes] = None) -> MachineChips:
+    """``machine_chips`` for the machine ``sysroot`` shows (PCI is not scanned in a container)."""
+    from npuwatch.probes.container import detect_container
+
+    in_container = detect_container(sysroot).in_container
+    inventory = None if in_container else scan_pci(sysroot)
+    return machine_chips(inventory, scan_dev(sysroot) if nodes is None else nodes, in_container)
+
+
+def unreported_chips(machine: MachineChips, listed: Sequence[ChipSample]) -> Optional[Problem]:
+    """The problem when npu-smi lists fewer chips than ``machine`` has (a table cut short, lost
+    chips); ``None`` when it lists them all, or none (``chip_problems`` says that)."""
+    keys = {chip.identity.key for chip in listed}
+    if not keys or len(keys) >= machine.count:
+        return None
+    seen = {normalize_bdf(chip.identity.bus_id) for chip in listed}
+    missing = [bdf for bdf in machine.bus_ids if bdf not in seen]
+    named = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
+    where = f"not listed: {named}; " if named else ""
+    return Problem(
+        Reason.CHIP_MISSING,
+        f"npu-smi lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
+        f"{where}a table cut short or chips the driver lost: run `npu-smi info` by hand, check "
+        "`dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )
 
 

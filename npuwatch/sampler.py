@@ -8,14 +8,18 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_state import ChipTracker
 from npuwatch.feed import SnapshotFeed
+from npuwatch.health import MachineChips, machine_chips, unreported_chips
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
+from npuwatch.plausible import capped, plausible
 from npuwatch.polling_pause import is_paused
+from npuwatch.probes.container import detect_container
+from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
 from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
@@ -27,6 +31,8 @@ PCI_REFRESH_S = 10.0
 VERSIONS_REFRESH_S = 60.0
 #: The History keeps at least this much (the issue asks for ≥ 10 minutes at 1 s).
 HISTORY_S = 900.0
+#: A snapshot carries at most this many warnings (distinct ones; the last says how many more).
+MAX_WARNINGS = 20
 
 _log = logging.getLogger("npuwatch")
 T = TypeVar("T")
@@ -71,6 +77,8 @@ class Sampler:
         self._tracker = ChipTracker()
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
         self._links: Mapping[str, PcieLink] = {}
+        self._has: Optional[MachineChips] = None  # the chips the machine has, with the PCI scan
+        self._in_container: Optional[bool] = None
         self._versions: Optional[Tuple[Versions, float]] = None
         self._logged: Set[str] = set()
 
@@ -127,11 +135,14 @@ class Sampler:
         probes = [_npu_smi_report(reading)]
         inventory = self._inventory(mono, probes)
         resolved = self._tracker.resolve(reading, mono, inventory)
+        warnings = resolved.warnings + self._unreported(reading, probes)
         chips = [self._with_pcie(chip) for chip in resolved.chips]
         processes = list(resolved.processes)
         if self.devices is not None:
             chips = [c for c in chips if c.identity.npu_id in self.devices]
             processes = [p for p in processes if p.npu_id in self.devices]
+        chips, implausible = _plausible_chips(chips)
+        warnings = capped((*warnings, *implausible), MAX_WARNINGS)
         host_info = None
         if self.host is None:
             processes = [replace(p, host_unavailable=_NO_HOST) for p in processes]
@@ -149,7 +160,7 @@ class Sampler:
             chips=tuple(chips),
             processes=tuple(processes),
             host=host_info,
-            warnings=resolved.warnings,
+            warnings=warnings,
             probes=tuple(probes),
         )
 
@@ -161,7 +172,8 @@ class Sampler:
             message = f"{type(exc).__name__}: {exc}"
             if message not in self._logged:
                 self._logged.add(message)
-                _log.warning("probe %s failed: %s", name, message, exc_info=True)
+                _log.warning("probe %s failed: %s", name, message)
+                _log.debug("probe %s failed", name, exc_info=True)  # the traceback only at DEBUG level
             probes.append(ProbeReport(name, MetricStatus.ERROR, None, message))
             return fallback
 
@@ -184,8 +196,26 @@ class Sampler:
                 report = ProbeReport("sysfs", MetricStatus.OK, time.monotonic() - started, message, found)
             self._pci = (inventory, mono, report)
             self._links = {f.bdf.lower(): f.link for f in inventory.functions}
+            self._has = self._guard("devices", [], lambda: self._machine_chips(sysroot, inventory), None)
         probes.append(self._pci[2])
         return self._pci[0]
+
+    def _machine_chips(self, sysroot: Sysroot, inventory: PciInventory) -> MachineChips:
+        if self._in_container is None:
+            self._in_container = detect_container(sysroot).in_container
+        return machine_chips(inventory, scan_dev(sysroot), self._in_container)
+
+    def _unreported(self, reading: SourceReading, probes: List[ProbeReport]) -> Tuple[str, ...]:
+        """A ``chips`` probe report and a warning when npu-smi lists fewer chips than the machine
+        has (``health.unreported_chips``: the rule of ``npuwatch check`` and the doctor)."""
+        has = self._has
+        if has is None or reading.table is None or self.devices is not None:
+            return ()
+        problem = unreported_chips(has, reading.table.chips)
+        if problem is None:
+            return ()
+        probes.append(ProbeReport("chips", MetricStatus.ERROR, None, problem.message, found=has.count))
+        return (f"{problem.message} — {problem.hint}",)
 
     def _with_pcie(self, chip: ChipSample) -> ChipSample:
         bdf = normalize_bdf(chip.identity.bus_id)
@@ -206,6 +236,17 @@ class Sampler:
         return replace(
             installed, npu_smi=table.npu_smi_version, driver=installed.driver or table.driver_version
         )
+
+
+def _plausible_chips(chips: Iterable[ChipSample]) -> Tuple[List[ChipSample], Tuple[str, ...]]:
+    """The chips with impossible values set aside (``plausible``), and the warnings saying which."""
+    kept: List[ChipSample] = []
+    warnings: List[str] = []
+    for chip in chips:
+        checked, said = plausible(chip)
+        kept.append(checked)
+        warnings.extend(said)
+    return kept, tuple(warnings)
 
 
 PAUSED_WARNING = "polling paused while `npuwatch selftest` measures; showing the last sample"

@@ -62,7 +62,11 @@ class NpuSmiSource:
             output = self.npu_smi.info()
         except NpuSmiError as exc:
             return SourceReading(None, exc.failure, time.monotonic() - started)
-        table = self._with_errors(self._with_logic_ids(parse_info(output.text)))
+        parsed = parse_info(output.text)
+        if not parsed.chips and not parsed.npu_smi_version:
+            # No table at all (junk, a truncated header): a failed read, so the chips PCI shows stay.
+            return SourceReading(None, no_table(output.text), output.duration_s)
+        table = self._with_errors(self._with_logic_ids(parsed))
         return SourceReading(table, None, output.duration_s)
 
     def _with_errors(self, table: InfoTable) -> InfoTable:
@@ -112,6 +116,19 @@ class NpuSmiSource:
             for row in mapping.chips
             if row.chip_id is not None and row.chip_logic_id is not None
         }
+
+
+def no_table(text: str, exit_code: Optional[int] = 0) -> NpuSmiFailure:
+    """The failure of an ``npu-smi info`` that exited 0 but printed no chip table."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    shown = first if len(first) <= 80 else first[:79] + "…"
+    return NpuSmiFailure(
+        FailureKind.FAILED,
+        f"npu-smi printed no chip table: {shown!r}" if shown else "npu-smi printed no chip table",
+        "run `npu-smi info` by hand: it should print the chip table; then run `npuwatch doctor`",
+        exit_code=exit_code,
+        output=text[:4096],
+    )
 
 
 class CaptureUsageError(ValueError):

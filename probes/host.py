@@ -11,6 +11,7 @@ from typing import Dict, Optional, Protocol, Sequence, Tuple, Union
 import psutil
 
 from npuwatch.model import HostInfo, NpuProcess, ProcessHostInfo
+from npuwatch.probes.npu_smi_processes import PID_MAX
 
 #: npu-smi prints the kernel's task name, which the kernel cuts to 15 characters
 #: (TASK_COMM_LEN 16); a host name is compared on that prefix.
@@ -97,6 +98,9 @@ class PsutilLookup:
             return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
         except psutil.AccessDenied:
             return f"access to process {pid} denied (run as root or as its owner to see its details)"
+        except (psutil.Error, ValueError, OverflowError, OSError) as exc:  # PID -1, 2**40, a zombie …
+            self._procs.pop(pid, None)
+            return f"no details for PID {pid}: {exc}"
 
     def _user_and_command(
         self, proc: psutil.Process, pid: int, created: float
@@ -174,6 +178,15 @@ class HostProbe:
             forget([p.pid for p in processes])
         return out
 
+    def _lookup(self, pid: int) -> Union[FoundProcess, str]:
+        """One PID's details; a PID that is not one, or any failure, is that row's reason alone."""
+        if not 0 < pid <= PID_MAX:
+            return f"PID {pid} is not a process ID"
+        try:
+            return self.lookup.lookup(pid)
+        except Exception as exc:  # one bad row never blanks the others
+            return f"no details for PID {pid}: {type(exc).__name__}: {exc}"
+
     def _enrich_one(self, process: NpuProcess, seen: Dict[int, Union[FoundProcess, str]]) -> NpuProcess:
         # npu-smi reports host PIDs; host details are filled only where they mean the same
         # process (DESIGN §2.2), i.e. in the host's PID namespace.
@@ -184,7 +197,7 @@ class HostProbe:
         pid = process.pid
         found = seen.get(pid)
         if found is None:
-            found = seen[pid] = self.lookup.lookup(pid)
+            found = seen[pid] = self._lookup(pid)
         if isinstance(found, str):
             return replace(process, host_unavailable=found)
         if not same_task(found.name, process.name):

@@ -14,6 +14,9 @@ from npuwatch.model import NpuProcess
 from npuwatch.probes.npu_smi_rows import Row, header_cell
 from npuwatch.probes.values import to_int
 
+#: The kernel's largest PID (PID_MAX_LIMIT, 2**22 on 64-bit): a PID outside 1..this is not one.
+PID_MAX = 4_194_304
+
 NO_PROCESS_RE = re.compile(r"No running processes found(?:\s+in\s+NPU\s+(\d+))?", re.IGNORECASE)
 
 PROCESS_FIELDS = (
@@ -60,6 +63,11 @@ def read_processes(
         process = _process(fields)
         if process is None:
             warnings.append(f"line {row.line_no}: unreadable process row; skipped")
+        elif not 0 < process.pid <= PID_MAX or process.npu_id < 0 or process.chip_id < 0:
+            warnings.append(
+                f"line {row.line_no}: process row with PID {process.pid} on NPU {process.npu_id} "
+                f"chip {process.chip_id} skipped (not a process ID on an NPU)"
+            )
         else:
             processes.append(process)
     return processes, idle

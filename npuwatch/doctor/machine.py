@@ -9,6 +9,7 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union
 
+from npuwatch.health import Problem, machine_chips, unreported_chips
 from npuwatch.model import NpuProcess
 from npuwatch.probes.container import ContainerInfo, detect_container
 from npuwatch.probes.devices import DevNodes, scan_dev
@@ -167,6 +168,20 @@ class Machine:
             return parse_info(output.text) if isinstance(output, NpuSmiOutput) else None
 
         return self._cached("info_table", parse)
+
+    def unreported_chips(self) -> Optional[Problem]:
+        """Why npu-smi's table lists fewer chips than the machine has (PCI functions, device nodes,
+        in a container its nodes), or ``None``: the rule ``npuwatch check`` and ``serve`` use."""
+
+        def judge() -> Optional[Problem]:
+            table = self.info_table()
+            if table is None or not table.chips:
+                return None
+            container = self.container().in_container
+            has = machine_chips(None if container else self.pci(), self.dev(), container)
+            return unreported_chips(has, table.chips)
+
+        return self._cached("unreported_chips", judge)
 
     def prints_container_pids(self) -> bool:
         """Whether ``npu-smi info`` has the ``Process id in container`` column (26.x, capture 008)."""

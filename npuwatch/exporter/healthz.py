@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Collection, Optional
 
 from npuwatch.exporter.metrics import ExporterView
-from npuwatch.health import HealthVerdict, chip_problems, judge_chips
+from npuwatch.health import HealthVerdict, Problem, Reason, chip_problems, judge_chips
 from npuwatch.model import MetricStatus
 
 
@@ -42,8 +42,8 @@ def judge_healthz(
 
     Unhealthy, in this order: the latest sample failed; no sample yet; the sample is older than
     ``max_age_s``; npu-smi did not answer; no chip; an NPU asked for with ``--devices`` is
-    missing; a chip is not ``OK`` (Warning, Alarm, Critical or Unknown) or is hotter than
-    ``check``'s default limit.  ``age_s`` is the sample's age now.
+    missing; npu-smi lists fewer chips than the machine has; a chip is not ``OK`` (Warning, Alarm,
+    Critical or Unknown) or is hotter than ``check``'s default limit.  ``age_s`` is the sample's age now.
     """
     if view.sample_error is not None:
         return HealthzAnswer(503, f"unhealthy: sampling failed: {_one_line(view.sample_error)}")
@@ -60,6 +60,11 @@ def judge_healthz(
         return HealthzAnswer(503, f"unhealthy: npu-smi {report.status.value}: {reason}")
     chips = judge_chips(snapshot.chips)  # no npu-smi query: a scrape never runs one
     problems = chip_problems(snapshot.chips, chips, devices)
+    unlisted = snapshot.probe("chips")  # the sampler's health.unreported_chips, as `check` judges it
+    if unlisted is not None and unlisted.status is not MetricStatus.OK and devices is None:
+        problems.insert(
+            0, Problem(Reason.CHIP_MISSING, _one_line(unlisted.message or "npu-smi misses chips"))
+        )
     verdict = HealthVerdict(problems=tuple(problems), chips=chips, source=snapshot.source)
     return HealthzAnswer(200 if verdict.healthy else 503, verdict.line)
 

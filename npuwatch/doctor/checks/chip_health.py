@@ -54,6 +54,10 @@ def run(machine: Machine) -> Finding:
     if not table.chips:
         return skipped("npu-smi listed no chip (see npu-smi)")
     sick = [chip for chip in table.chips if chip.health is not Health.OK]
+    unlisted = machine.unreported_chips()
+    if unlisted is not None and not sick:
+        # A chip npu-smi does not list has no health to show: it is not OK.
+        return failed(f"{unlisted.message}; the chips it lists are OK", unlisted.hint)
     if not sick:
         return passed(f"all {len(table.chips)} chips are OK")
     states: List[str] = []
@@ -77,7 +81,9 @@ def run(machine: Machine) -> Finding:
         "(this kills every process on the card; newer drivers: `npu-smi set -t reset -i N`); "
         "if the reset fails or the state returns, reboot, then check `dmesg` and the driver/firmware versions"
     )
-    make = failed if worst in (Health.ALARM, Health.CRITICAL) else warned
+    make = failed if worst in (Health.ALARM, Health.CRITICAL) or unlisted is not None else warned
+    if unlisted is not None:
+        lines.append(unlisted.message)
     return make(summary, hint, lines)
 
 
