@@ -13,10 +13,11 @@ import contextlib
 import errno
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Iterator, List, Optional, Tuple, Union
 
 from npuwatch import snapshot_json
 from npuwatch.model import Snapshot
@@ -26,6 +27,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 31
 #: Damaged gzip data loses at most this much decoded output before the damage.
 _READ_CHUNK = 4096
+#: Decoded data is handled in pieces of at most this size.
+_OUT_CHUNK = 1 << 20
+
+# Limits on reading a recording (issue 14): a small hostile file must not exhaust memory.
+#: A line longer than this is skipped: a 16-chip snapshot is ~18 KB, one listing 10 000 NPU
+#: processes ~3 MB; parsing a line this long costs ~10× its size in memory.
+MAX_LINE_BYTES = 16 << 20
+#: Reading stops after this much (decompressed) data: a day recorded at 1 s is ~1.5 GB plain,
+#: and what is kept of it in memory is ~2× its text, ~4 GiB at this limit.
+MAX_DECOMPRESSED_BYTES = 2 << 30
+#: Reading stops after this many snapshots: two days at 1 s.
+MAX_SNAPSHOTS = 2 * 86_400
 
 
 class RecordingError(Exception):
@@ -173,28 +186,21 @@ def _write_failure(path: Path, exc: OSError, lines: int) -> str:
 
 
 def read_recording(path: Union[str, Path]) -> Recording:
-    """Every complete, valid line of a recording; a torn last line or a bad line is a warning."""
+    """Every complete, valid line of a recording; a torn last line or a bad line is a warning.
+
+    The file is read as a stream within the limits above (``MAX_LINE_BYTES``,
+    ``MAX_DECOMPRESSED_BYTES``, ``MAX_SNAPSHOTS``): past one, reading stops, what was read is
+    kept and a warning says which limit was met.
+    """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
-    warnings: List[str] = []
-    if data.startswith(GZIP_MAGIC):
-        data = _gunzip_tolerant(data, path, warnings)
-    snapshots: List[Snapshot] = []
-    for number, line, complete in _lines(data):
-        if not line.strip():
-            continue
-        if not complete:
-            warnings.append(
-                f"{path.name}: the last line is incomplete (the recorder stopped mid-write); ignored"
-            )
-            break
-        try:
-            snapshots.append(snapshot_json.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.append(f"{path.name}: line {number} is not a snapshot ({_short(exc)}); skipped")
+    reader = _StreamReader(path.name)
+    with handle:
+        snapshots = reader.snapshots(handle)
+    warnings = reader.warnings
     if not snapshots:
         raise RecordingError(f"{path} holds no complete snapshot" + (f": {warnings[0]}" if warnings else ""))
     ordered = tuple(sorted(snapshots, key=lambda s: s.taken_at))
@@ -203,26 +209,113 @@ def read_recording(path: Union[str, Path]) -> Recording:
     return Recording(path, ordered, tuple(warnings))
 
 
-def _gunzip_tolerant(data: bytes, path: Path, warnings: List[str]) -> bytes:
-    """Decompress a gzip stream that may lack its end (a killed recorder wrote no trailer)."""
-    inflate = zlib.decompressobj(_GZIP_WBITS)
-    out: List[bytes] = []
-    try:
-        for start in range(0, len(data), _READ_CHUNK):
-            out.append(inflate.decompress(data[start : start + _READ_CHUNK]))
-            if inflate.eof:
+_NON_BLANK = re.compile(rb"\S")
+
+
+class _StreamReader:
+    """Reads one recording as a bounded stream of lines; collects what was wrong as warnings."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.warnings: List[str] = []
+        self.stopped = False  # a limit was met: the rest of the file is not read
+
+    def snapshots(self, handle: IO[bytes]) -> List[Snapshot]:
+        """The valid snapshots of every complete line, up to ``MAX_SNAPSHOTS``."""
+        out: List[Snapshot] = []
+        for number, line in self._lines(self._decoded(handle)):
+            if len(out) >= MAX_SNAPSHOTS:
+                self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
                 break
-    except zlib.error as exc:
-        warnings.append(f"{path.name}: the gzip data is damaged after some point ({exc}); read up to it")
-    return b"".join(out)
+            try:
+                out.append(snapshot_json.from_dict(json.loads(line.decode("utf-8", errors="replace"))))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+                self.warnings.append(f"{self.name}: line {number} is not a snapshot ({_short(exc)}); skipped")
+        return out
+
+    def _stop(self, why: str) -> None:
+        self.stopped = True
+        self.warnings.append(f"{self.name}: stopped reading {why}; the rest of the file is not replayed")
+
+    def _decoded(self, handle: IO[bytes]) -> Iterator[bytes]:
+        """The file's bytes (gunzipped when it is gzip) in bounded chunks, up to the total limit."""
+        head = handle.read(len(GZIP_MAGIC))
+        chunks = self._gunzipped(handle, head) if head == GZIP_MAGIC else self._plain(handle, head)
+        total = 0
+        for chunk in chunks:
+            total += len(chunk)
+            if total > MAX_DECOMPRESSED_BYTES:
+                self._stop(f"after {MAX_DECOMPRESSED_BYTES >> 20} MiB of data (the replay limit)")
+                return
+            yield chunk
+
+    @staticmethod
+    def _plain(handle: IO[bytes], head: bytes) -> Iterator[bytes]:
+        yield head
+        while True:
+            chunk = handle.read(_OUT_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+
+    def _gunzipped(self, handle: IO[bytes], head: bytes) -> Iterator[bytes]:
+        """Decompress a gzip stream that may lack its end (a killed recorder wrote no trailer)."""
+        inflate = zlib.decompressobj(_GZIP_WBITS)
+        data = head
+        try:
+            while not inflate.eof:
+                data += handle.read(_READ_CHUNK)
+                if not data:
+                    return
+                out = inflate.decompress(data, _OUT_CHUNK)  # bounded: a gzip bomb expands 1000×
+                while out:
+                    yield out
+                    out = inflate.decompress(inflate.unconsumed_tail, _OUT_CHUNK)
+                data = b""
+        except zlib.error as exc:
+            self.warnings.append(
+                f"{self.name}: the gzip data is damaged after some point ({exc}); read up to it"
+            )
+
+    def _lines(self, chunks: Iterator[bytes]) -> Iterator[Tuple[int, bytes]]:
+        """(line number, bytes) of each complete, non-blank line; runs of blanks are skipped in bulk."""
+        number = 0  # newlines passed
+        pending = bytearray()
+        too_long = False  # the current line passed MAX_LINE_BYTES: skip to its end
+        for chunk in chunks:
+            pos, end = 0, len(chunk)
+            while pos < end:
+                if not pending and not too_long:
+                    found = _NON_BLANK.search(chunk, pos)
+                    start = end if found is None else found.start()
+                    number += chunk.count(b"\n", pos, start)
+                    pos = start
+                    if found is None:
+                        break
+                newline = chunk.find(b"\n", pos)
+                stop = end if newline < 0 else newline
+                if not too_long and len(pending) + stop - pos > MAX_LINE_BYTES:
+                    too_long, pending = True, bytearray()
+                elif not too_long:
+                    pending += chunk[pos:stop]
+                if newline < 0:
+                    break
+                number += 1
+                if too_long:
+                    self.warnings.append(f"{self.name}: line {number} is {_too_long()}; skipped")
+                else:
+                    yield number, bytes(pending)
+                too_long, pending, pos = False, bytearray(), newline + 1
+        if too_long and not self.stopped:
+            self.warnings.append(f"{self.name}: line {number + 1} is {_too_long()} and has no end; ignored")
+        elif pending and not self.stopped:
+            self.warnings.append(
+                f"{self.name}: the last line is incomplete (the recorder stopped mid-write); ignored"
+            )
 
 
-def _lines(data: bytes) -> Iterator[Tuple[int, str, bool]]:
-    """(line number, text, ended with a newline) for each line of ``data``."""
-    pieces = data.split(b"\n")
-    last = len(pieces) - 1  # the piece after the final newline: empty unless the line is torn
-    for number, raw in enumerate(pieces, start=1):
-        yield number, raw.decode("utf-8", errors="replace"), number - 1 < last
+def _too_long() -> str:
+    return f"longer than {MAX_LINE_BYTES >> 20} MiB (no snapshot is)"
 
 
 def _short(exc: Exception) -> str:

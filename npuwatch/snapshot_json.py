@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from npuwatch.model import (
     CHIP_METRICS,
@@ -120,89 +121,224 @@ def _host_dict(host: HostInfo) -> Dict[str, Any]:
 # --- reading back (recordings, --replay of an NDJSON file) ------------------------------------
 
 
+class _BadFieldError(ValueError):
+    """A field of a JSON snapshot that is not of its schema type; the message names the field."""
+
+
+#: Integers beyond this are no count or measurement (a 401-digit integer is an attack).
+_MAX_INT = 1 << 63
+#: Text fields longer than this are not a name, version or message.
+_MAX_TEXT = 1 << 20
+NOT_FINITE = "recorded as a non-finite number (NaN or Infinity)"
+
+
 def from_dict(data: Mapping[str, Any]) -> Snapshot:
-    """Rebuild a Snapshot from its v1 JSON form; unknown fields are ignored."""
+    """Rebuild a Snapshot from its v1 JSON form; unknown fields are ignored.
+
+    Every field is checked against its schema type: a wrong one raises ``ValueError`` naming
+    it.  A non-finite number (NaN, Infinity) becomes ``None`` (a chip metric's note says why).
+    """
+    data = _dict(data, "the snapshot")
     if data.get("schema") != SCHEMA:
-        raise ValueError(f"not a {SCHEMA} document (schema: {data.get('schema')!r})")
-    taken_at = datetime.fromisoformat(str(data["taken_at"]))
+        raise ValueError(f"not a {SCHEMA} document (schema: {str(data.get('schema'))[:40]!r})")
+    taken_at = datetime.fromisoformat(_text(data, "taken_at", required=True) or "")
     if taken_at.tzinfo is None:
         taken_at = taken_at.replace(tzinfo=timezone.utc)
-    versions = data.get("versions") or {}
+    versions = _dict(data.get("versions") or {}, "versions")
     host = data.get("host")
     return Snapshot(
         taken_at=taken_at,
-        source=str(data.get("source", "")),
-        versions=Versions(**{k: versions.get(k) for k in ("npu_smi", "driver", "firmware", "cann")}),
-        chips=tuple(_chip_from(c) for c in data.get("chips") or ()),
-        processes=tuple(_process_from(p) for p in data.get("processes") or ()),
-        host=None if host is None else _host_from(host),
-        warnings=tuple(str(w) for w in data.get("warnings") or ()),
-        probes=tuple(
-            ProbeReport(
-                name=str(p["name"]),
-                status=MetricStatus(p["status"]),
-                duration_s=p.get("duration_s"),
-                message=p.get("message"),
-                found=p.get("found"),
-            )
-            for p in data.get("probes") or ()
-        ),
+        source=_text(data, "source") or "",
+        versions=Versions(**{k: _text(versions, k) for k in ("npu_smi", "driver", "firmware", "cann")}),
+        chips=tuple(_chip_from(_dict(c, "a chip")) for c in _list(data, "chips")),
+        processes=tuple(_process_from(_dict(p, "a process")) for p in _list(data, "processes")),
+        host=None if host is None else _host_from(_dict(host, "host")),
+        warnings=tuple(_plain_text(w, "a warning") for w in _list(data, "warnings")),
+        probes=tuple(_probe_from(_dict(p, "a probe")) for p in _list(data, "probes")),
+    )
+
+
+def _probe_from(data: Mapping[str, Any]) -> ProbeReport:
+    return ProbeReport(
+        name=_text(data, "name", required=True) or "",
+        status=MetricStatus(_text(data, "status", required=True)),
+        duration_s=_float(data, "duration_s"),
+        message=_text(data, "message"),
+        found=_int(data, "found"),
     )
 
 
 def _chip_from(data: Mapping[str, Any]) -> ChipSample:
     identity = ChipIdentity(
-        npu_id=int(data["npu_id"]),
-        chip_id=int(data.get("chip_id") or 0),
-        name=data.get("name"),
-        bus_id=data.get("bus_id"),
-        phy_id=data.get("phy_id"),
-        device_id=data.get("device_id"),
-        logic_id=data.get("logic_id"),
+        npu_id=_int(data, "npu_id", required=True) or 0,
+        chip_id=_int(data, "chip_id") or 0,
+        name=_text(data, "name"),
+        bus_id=_text(data, "bus_id"),
+        phy_id=_int(data, "phy_id"),
+        device_id=_int(data, "device_id"),
+        logic_id=_int(data, "logic_id"),
     )
-    statuses: Mapping[str, str] = data.get("metric_status") or {}
+    statuses = _dict(data.get("metric_status") or {}, "metric_status")
     reasons: Dict[str, str] = {
-        **(data.get("unavailable") or {}),
-        **(data.get("metric_notes") or {}),
+        str(k): _plain_text(v, f"the note on {k}")
+        for k, v in {
+            **_dict(data.get("unavailable") or {}, "unavailable"),
+            **_dict(data.get("metric_notes") or {}, "metric_notes"),
+        }.items()
     }
+    metrics: Dict[str, Any] = {}
+    for metric in CHIP_METRICS:
+        value = _number(data, metric)
+        if value is not None and not math.isfinite(value):
+            value = None
+            reasons[metric] = NOT_FINITE
+        metrics[metric] = value
     notes = {
-        name: MetricNote(MetricStatus(statuses.get(name, "unsupported")), reason)
+        name: MetricNote(MetricStatus(_plain_text(statuses.get(name, "unsupported"), name)), reason)
         for name, reason in reasons.items()
     }
     pcie = data.get("pcie")
     return ChipSample(
         identity=identity,
-        health=Health.parse(data.get("health")),
+        health=Health.parse(_text(data, "health")),
         notes=notes,
-        pcie=None if pcie is None else PcieLink(**{f: pcie.get(f) for f in _PCIE_FIELDS if f in pcie}),
-        errors=tuple(ChipError(str(e["code"]), e.get("text")) for e in data.get("error_codes") or ()),
-        **{metric: data.get(metric) for metric in CHIP_METRICS},
+        pcie=None if pcie is None else _pcie_from(_dict(pcie, "pcie")),
+        errors=tuple(_error_from(_dict(e, "an error code")) for e in _list(data, "error_codes")),
+        **metrics,
     )
+
+
+def _pcie_from(data: Mapping[str, Any]) -> PcieLink:
+    values: Dict[str, Any] = {}
+    for name in _PCIE_FIELDS:
+        if name not in data:
+            continue
+        if name == "present":
+            values[name] = _bool(data, name)
+        elif name.endswith("_gt_s"):
+            values[name] = _float(data, name)
+        else:
+            values[name] = _int(data, name)
+    return PcieLink(**values)
+
+
+def _error_from(data: Mapping[str, Any]) -> ChipError:
+    code = data.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        code = str(_int(data, "code"))
+    return ChipError(_plain_text(code, "an error code"), _text(data, "text"))
 
 
 def _process_from(data: Mapping[str, Any]) -> NpuProcess:
     has_host = any(data.get(f) is not None for f in _PROCESS_HOST_FIELDS)
+    host = ProcessHostInfo(
+        user=_text(data, "user"),
+        command=_text(data, "command"),
+        cpu_percent=_float(data, "cpu_percent"),
+        rss_bytes=_int(data, "rss_bytes"),
+        start_time_s=_float(data, "start_time_s"),
+    )
     return NpuProcess(
-        npu_id=int(data["npu_id"]),
-        chip_id=int(data.get("chip_id") or 0),
-        pid=int(data["pid"]),
-        name=data.get("name"),
-        npu_memory_mib=data.get("npu_memory_mib"),
-        container_pid=data.get("container_pid"),
-        host=ProcessHostInfo(**{f: data.get(f) for f in _PROCESS_HOST_FIELDS}) if has_host else None,
-        host_unavailable=data.get("host_unavailable"),
+        npu_id=_int(data, "npu_id", required=True) or 0,
+        chip_id=_int(data, "chip_id") or 0,
+        pid=_int(data, "pid", required=True) or 0,
+        name=_text(data, "name"),
+        npu_memory_mib=_int(data, "npu_memory_mib"),
+        container_pid=_int(data, "container_pid"),
+        host=host if has_host else None,
+        host_unavailable=_text(data, "host_unavailable"),
     )
 
 
 def _host_from(data: Mapping[str, Any]) -> HostInfo:
     load = data.get("load_average")
+    triple: Optional[Tuple[float, float, float]] = None
+    if load is not None:
+        numbers = [_float({"load_average": x}, "load_average") for x in _list(data, "load_average")]
+        if len(numbers) != 3:
+            raise _BadFieldError("load_average: not three numbers")
+        if None not in numbers:
+            triple = (float(numbers[0] or 0), float(numbers[1] or 0), float(numbers[2] or 0))
+    per_cpu = [_float({"per_cpu_percent": x}, "per_cpu_percent") for x in _list(data, "per_cpu_percent")]
     return HostInfo(
-        hostname=str(data.get("hostname", "")),
-        cpu_percent=data.get("cpu_percent"),
-        per_cpu_percent=tuple(data.get("per_cpu_percent") or ()),
-        memory_used_bytes=data.get("memory_used_bytes"),
-        memory_total_bytes=data.get("memory_total_bytes"),
-        load_average=None if load is None else (float(load[0]), float(load[1]), float(load[2])),
-        in_container=bool(data.get("in_container", False)),
-        host_pid_namespace=data.get("host_pid_namespace"),
+        hostname=_text(data, "hostname") or "",
+        cpu_percent=_float(data, "cpu_percent"),
+        per_cpu_percent=tuple(x for x in per_cpu if x is not None),
+        memory_used_bytes=_int(data, "memory_used_bytes"),
+        memory_total_bytes=_int(data, "memory_total_bytes"),
+        load_average=triple,
+        in_container=bool(_bool(data, "in_container")),
+        host_pid_namespace=_bool(data, "host_pid_namespace"),
     )
+
+
+# --- field checks: each raises _BadFieldError naming the field ----------------------------------------
+
+
+def _dict(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _BadFieldError(f"{what}: {type(value).__name__} where an object belongs")
+    return value
+
+
+def _list(data: Mapping[str, Any], key: str) -> List[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _BadFieldError(f"{key}: {type(value).__name__} where a list belongs")
+    return value
+
+
+def _plain_text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise _BadFieldError(f"{what}: {type(value).__name__} where text belongs")
+    if len(value) > _MAX_TEXT:
+        raise _BadFieldError(f"{what}: text longer than {_MAX_TEXT} characters")
+    return value
+
+
+def _text(data: Mapping[str, Any], key: str, *, required: bool = False) -> Optional[str]:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise _BadFieldError(f"{key}: missing")
+        return None
+    return _plain_text(value, key)
+
+
+def _number(data: Mapping[str, Any], key: str) -> Optional[Union[int, float]]:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _BadFieldError(f"{key}: {type(value).__name__} where a number belongs")
+    if isinstance(value, int) and abs(value) >= _MAX_INT:
+        raise _BadFieldError(f"{key}: an integer of {len(str(abs(value)))} digits")
+    return value
+
+
+def _float(data: Mapping[str, Any], key: str) -> Optional[float]:
+    """A number field; a non-finite one (NaN, Infinity) becomes None."""
+    value = _number(data, key)
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _int(data: Mapping[str, Any], key: str, *, required: bool = False) -> Optional[int]:
+    value = _number(data, key)
+    if value is None:
+        if required:
+            raise _BadFieldError(f"{key}: missing")
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _BadFieldError(f"{key}: {value!r} where a whole number belongs")
+        return int(value)
+    return value
+
+
+def _bool(data: Mapping[str, Any], key: str) -> Optional[bool]:
+    value = data.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise _BadFieldError(f"{key}: {type(value).__name__} where true or false belongs")

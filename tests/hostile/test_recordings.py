@@ -1,0 +1,225 @@
+"""Hostile recordings (issue 14, defects 6 and 7): small files that expand to gigabytes, and
+lines that are JSON but not snapshots.
+
+A recording is read as a stream: blank runs are skipped in bulk, a line longer than
+``MAX_LINE_BYTES`` is skipped, reading stops past ``MAX_DECOMPRESSED_BYTES`` or
+``MAX_SNAPSHOTS``; what was read is kept and each limit is named in a warning.  Every line is
+validated on the way in: a bad one is skipped with its line number, never a crash, and the
+JSON written back is strict (no NaN or Infinity).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import zlib
+from pathlib import Path
+from typing import Any, Dict, Tuple
+
+import pytest
+
+from npuwatch import recording, snapshot_json
+from npuwatch.recording import RecordingWriter, read_recording
+from tests.widgets.fakes import capture_snapshot
+
+DEADLINE_S = 120.0
+#: The child may map at most this much: a regression fails by MemoryError, not by a swapping host.
+ADDRESS_SPACE_LIMIT = 4 << 30
+PEAK_RSS_LIMIT = 500 << 20
+GIB = 1 << 30
+
+BASE = capture_snapshot("001")
+
+
+def good_line(seconds: int = 0) -> bytes:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    snapshot = replace(BASE, taken_at=BASE.taken_at + timedelta(seconds=seconds))
+    return (snapshot_json.dumps(snapshot, indent=None) + "\n").encode("utf-8")
+
+
+def write_gzip(path: Path, head: bytes, filler: bytes, size: int) -> Path:
+    """A gzip stream of ``head`` then ``size`` bytes of ``filler`` (one byte), a few MB on disk.
+
+    Deflating gigabytes takes long; with a sync flush after each block the compressed form of
+    a block of one repeated byte repeats too, so it is computed once and written many times.
+    """
+    block = filler * (16 << 20)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as out:
+        out.write(deflate.compress(head) + deflate.flush(zlib.Z_SYNC_FLUSH))
+        parts = [deflate.compress(block) + deflate.flush(zlib.Z_SYNC_FLUSH) for _ in range(3)]
+        assert parts[1] == parts[2]
+        out.write(parts[0])
+        for _ in range(size // len(block) - 1):
+            out.write(parts[1])
+    return path
+
+
+def _limit_memory() -> None:  # runs in the child before exec
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+
+
+def run_child(*args: str) -> Tuple[int, str, str, int]:
+    """Run ``npuwatch ARGS``: (exit code, stdout, stderr, its peak RSS in bytes); killed past the deadline."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuwatch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_limit_memory,
+    )
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(DEADLINE_S, kill)
+    timer.start()
+    out: Dict[str, bytes] = {}
+    readers = [
+        threading.Thread(target=lambda: out.__setitem__("out", proc.stdout.read())),  # type: ignore[union-attr]
+        threading.Thread(target=lambda: out.__setitem__("err", proc.stderr.read())),  # type: ignore[union-attr]
+    ]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    for reader in readers:
+        reader.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nothing of the run is left
+    assert not timed_out.is_set(), f"`npuwatch {' '.join(args)}` took longer than {DEADLINE_S:g} s"
+    decoded = [out[k].decode("utf-8", errors="replace") for k in ("out", "err")]
+    return proc.returncode, decoded[0], decoded[1], usage.ru_maxrss * 1024
+
+
+# --- defect 6: bounded memory -------------------------------------------------------------------
+
+
+def test_gigabytes_of_newlines_replay_in_bounded_memory(tmp_path: Path) -> None:
+    path = write_gzip(tmp_path / "newlines.ndjson.gz", good_line(), b"\n", 2 * GIB)
+    assert path.stat().st_size < 8 << 20
+    code, out, err, peak = run_child("snapshot", "--replay", str(path), "--json")
+    assert "Traceback" not in err and code != 70, err[-2000:]
+    assert peak < PEAK_RSS_LIMIT, f"peak RSS {peak >> 20} MiB"
+    assert code == 0, err
+    assert len(json.loads(out)["chips"]) == 8
+
+
+def test_one_line_then_gigabytes_without_a_newline_replay_in_bounded_memory(tmp_path: Path) -> None:
+    path = write_gzip(tmp_path / "zeros.ndjson.gz", good_line(), b"\0", GIB)
+    code, out, err, peak = run_child("snapshot", "--replay", str(path), "--json")
+    assert "Traceback" not in err and code != 70, err[-2000:]
+    assert peak < PEAK_RSS_LIMIT, f"peak RSS {peak >> 20} MiB"
+    assert code == 0, err
+    assert len(json.loads(out)["chips"]) == 8
+    assert "line 2" in out or "line 2" in err  # the over-long line is named
+
+
+def test_an_over_long_line_is_skipped_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recording, "MAX_LINE_BYTES", 64 << 10)
+    path = tmp_path / "long.ndjson"
+    path.write_bytes(good_line(0) + b'{"schema": "' + b"x" * (200 << 10) + b'"}\n' + good_line(1))
+    rec = read_recording(path)
+    assert len(rec.snapshots) == 2
+    assert any("line 2" in w and "longer than" in w for w in rec.warnings), rec.warnings
+
+
+def test_reading_stops_past_the_decompressed_limit_keeping_what_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    path = tmp_path / "big.ndjson.gz"
+    with RecordingWriter(path) as writer:
+        for i in range(300):  # ~8.8 KB each: 2.6 MB decompressed
+            writer.write_encoded(writer.encode(snapshot_json.from_dict(json.loads(good_line(i)))))
+    rec = read_recording(path)
+    assert 50 < len(rec.snapshots) < 300
+    assert any("stopped reading" in w for w in rec.warnings), rec.warnings
+
+
+def test_reading_stops_past_the_snapshot_limit_keeping_what_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording, "MAX_SNAPSHOTS", 10)
+    path = tmp_path / "many.ndjson"
+    path.write_bytes(b"".join(good_line(i) for i in range(25)))
+    rec = read_recording(path)
+    assert len(rec.snapshots) == 10
+    assert any("stopped reading" in w and "10 snapshots" in w for w in rec.warnings), rec.warnings
+
+
+# --- defect 7: malformed lines are skipped --------------------------------------------------------
+
+
+def _with_chip_field(name: str, value: Any) -> bytes:
+    data = json.loads(good_line(1))
+    data["chips"][0][name] = value
+    return (json.dumps(data) + "\n").encode("utf-8")
+
+
+BAD_LINES: Dict[str, bytes] = {
+    "power-as-text": _with_chip_field("power_w", "abc"),
+    "name-as-list": _with_chip_field("name", ["9", "1", "0"]),
+    "401-digit-integer": _with_chip_field("temperature_c", 10**400),
+    "npu-id-as-text": _with_chip_field("npu_id", "zero"),
+    "chips-as-text": json.dumps({**json.loads(good_line(1)), "chips": "many"}).encode() + b"\n",
+    "a-list": b"[1, 2, 3]\n",
+    "nested-brackets": b"[" * 100_000 + b"\n",
+    "bad-time": json.dumps({**json.loads(good_line(1)), "taken_at": 5}).encode() + b"\n",
+    "process-pid-as-dict": json.dumps(
+        {**json.loads(good_line(1)), "processes": [{"npu_id": 0, "chip_id": 0, "pid": {}}]}
+    ).encode()
+    + b"\n",
+}
+
+
+@pytest.mark.parametrize("which", sorted(BAD_LINES))
+def test_a_malformed_line_is_skipped_with_its_number(tmp_path: Path, which: str) -> None:
+    path = tmp_path / "bad.ndjson"
+    path.write_bytes(good_line(0) + BAD_LINES[which] + good_line(2))
+    rec = read_recording(path)
+    assert len(rec.snapshots) == 2
+    assert any("line 2" in w and "skipped" in w for w in rec.warnings), rec.warnings
+
+
+@pytest.mark.parametrize("which", ["power-as-text", "name-as-list", "401-digit-integer", "nested-brackets"])
+def test_snapshot_replay_of_a_malformed_line_is_not_an_internal_error(tmp_path: Path, which: str) -> None:
+    path = tmp_path / "bad.ndjson"
+    path.write_bytes(good_line(0) + BAD_LINES[which])  # the bad line is the one shown
+    for extra in ((), ("--json",)):
+        code, out, err, _ = run_child("snapshot", "--replay", str(path), *extra)
+        assert "Traceback" not in err and code == 0, err[-2000:]
+        assert "line 2" in out + err
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_never_reach_the_json_we_write(tmp_path: Path, constant: str) -> None:
+    text = good_line(0).decode().replace('"power_w":', f'"power_w":{constant},"was":', 1)
+    path = tmp_path / "nan.ndjson"
+    path.write_text(text, encoding="utf-8")
+
+    def strict(name: str) -> float:
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    rec = read_recording(path)
+    out = snapshot_json.dumps(rec.snapshots[0])
+    document = json.loads(out, parse_constant=strict)
+    chip = document["chips"][0]
+    assert chip["power_w"] is None
+    assert "power_w" in chip["unavailable"]
+    code, out, err, _ = run_child("snapshot", "--replay", str(path), "--json")
+    assert code == 0, err
+    assert json.loads(out, parse_constant=strict)["chips"][0]["power_w"] is None
+    assert not math.isnan(0.0)
