@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from npuwatch import __version__
 from npuwatch.option_values import seconds, speed_factor
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
-from npuwatch.text_safety import can_encode, guard_streams
+from npuwatch.text_safety import can_encode, guard_streams, inert
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -193,9 +193,16 @@ def _demo_before_subcommand(words: List[str]) -> List[str]:
 
 
 def _exit_cleanly_on_termination() -> None:
-    """SIGTERM/SIGHUP (docker stop, a closed terminal) unwind like Ctrl-C, so the demo's tree is removed."""
+    """SIGTERM/SIGHUP (docker stop, a closed terminal) unwind like Ctrl-C, so the demo's tree is removed.
+
+    Every npu-smi (or other child) still running is killed first: a thread blocked on one returns,
+    and nothing npuwatch started outlives it (the runner's exit hook kills what starts after).
+    """
 
     def stop(signum: int, _frame: object) -> None:
+        from npuwatch.probes.runner import kill_all
+
+        kill_all()
         raise SystemExit(128 + signum)
 
     for name in ("SIGTERM", "SIGHUP"):
@@ -244,7 +251,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     reason = no_data_reason(snapshot)
     if reason is None:
         return 0
-    print(f"npuwatch: {reason}", file=sys.stderr)
+    print(f"npuwatch: {inert(reason)}", file=sys.stderr)  # quotes npu-smi's words
     return 1
 
 

@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from npuwatch.model import MetricStatus
 from npuwatch.probes import dcmi_codes
-from npuwatch.probes.runner import LaunchError, RunResult, run
+from npuwatch.probes.runner import MAX_OUTPUT_BYTES, LaunchError, RunResult, run
 from npuwatch.probes.sysroot import Sysroot
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -32,6 +32,7 @@ class FailureKind(enum.Enum):
     NOT_SUPPORTED = "not-supported"
     BAD_ARGUMENT = "bad-argument"
     NO_OUTPUT = "no-output"
+    TOO_LARGE = "too-large"
     FAILED = "failed"
 
     @property
@@ -102,6 +103,15 @@ def classify(result: RunResult) -> Optional[NpuSmiFailure]:
             "the driver may be hung or busy: check `dmesg` for davinci/devdrv errors and "
             "whether another npu-smi is stuck (`ps -ef | grep npu-smi`)",
             output=text,
+        )
+    if result.too_large:
+        return NpuSmiFailure(
+            FailureKind.TOO_LARGE,
+            f"npu-smi printed too much output (more than {MAX_OUTPUT_BYTES // (1024 * 1024)} MiB) "
+            "and was stopped",
+            "a working npu-smi prints a few KiB: check that the file is the driver's program "
+            "(`file` and `ls -l` on it), run the same npu-smi command by hand, then `npuwatch doctor`",
+            output=text[:4096],
         )
     found = _explain_text(text, result.exit_code)
     if found is not None:

@@ -1,19 +1,32 @@
-"""Provides run(): the one place npuwatch starts a subprocess, with a timeout that kills the group."""
+"""Provides run(): the one place npuwatch starts a subprocess, with a timeout that kills the group.
+
+Every child runs in its own session and is registered while it lives; ``kill_all()`` (run at
+exit and by the CLI's signal handlers) kills every one, so nothing npuwatch starts outlives it.
+"""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
+import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Set, Union
 
-#: The most output decoded and kept from one command (npu-smi prints a few KiB); a runaway
-#: child's excess is dropped after the pipe is drained.
+#: The most output read from one command (npu-smi prints a few KiB): past it the command is
+#: killed and its result says ``too_large``, so a runaway child cannot fill npuwatch's memory.
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+
+#: How long after its deadline (or its kill) a run may still take: reaping the killed child and
+#: reading what it printed.  ``worst_case_s()`` is what callers wait for at most.
+KILL_GRACE_S = 1.0
+
+_READ_CHUNK = 64 * 1024
 
 
 class LaunchError(Exception):
@@ -31,12 +44,18 @@ class RunResult:
     """What a finished (or killed) command left behind."""
 
     argv: tuple[str, ...]
-    exit_code: Optional[int]  # None when npuwatch killed it at the timeout
+    exit_code: Optional[int]  # None when npuwatch killed it (timeout, too much output, exit)
     stdout: str
     stderr: str
     duration_s: float
     timed_out: bool = False
     timeout_s: Optional[float] = None  # the limit it ran under
+    too_large: bool = False  # printed more than MAX_OUTPUT_BYTES and was killed
+
+
+def worst_case_s(timeout_s: float) -> float:
+    """The longest ``run(argv, timeout_s)`` takes, whatever the child does."""
+    return timeout_s + KILL_GRACE_S
 
 
 #: What a Python child runs before its module: drops the current directory from ``sys.path``,
@@ -56,15 +75,60 @@ def python_module_argv(python: str, module: str, args: Sequence[str]) -> list[st
     return [python, "-c", _LAUNCHER.format(module=module), *args]
 
 
+# --- the registry of live children -------------------------------------------------------------
+
+_LIVE: Dict[int, subprocess.Popen[bytes]] = {}
+_ENDED: Set[int] = set()  # live children kill_all() killed: their run() stops waiting at once
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill every child ``run()`` started that is still running, with all it spawned.
+
+    A thread blocked in ``run()`` on one of them returns at once (with ``exit_code`` None).
+    Safe from a signal handler and at exit; npuwatch's signals are held off meanwhile.
+    """
+    with _held_signals():
+        with _LIVE_LOCK:
+            children = list(_LIVE.values())
+            _ENDED.update(proc.pid for proc in children)
+        for proc in children:
+            _kill_tree(proc)
+
+
+atexit.register(kill_all)
+
+
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """Hold SIGTERM/SIGHUP/SIGINT off (main thread only) so a second signal cannot cut a sweep short."""
+    names = ("SIGTERM", "SIGHUP", "SIGINT")
+    wanted = {getattr(signal, n) for n in names if hasattr(signal, n)}
+    previous: Optional[Set[Union[int, signal.Signals]]] = None
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(OSError, ValueError):
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+# --- running one command -----------------------------------------------------------------------
+
+
 def run(
     argv: Sequence[str],
     timeout_s: float,
     env: Optional[Mapping[str, str]] = None,
 ) -> RunResult:
-    """Run ``argv`` with a hard ``timeout_s``; on expiry kill its whole process group.
+    """Run ``argv`` with a hard ``timeout_s``; on expiry kill its whole process tree.
 
-    The child gets its own session, so anything it forks dies with it and cannot keep
-    npuwatch waiting on an inherited pipe.  Raises ``LaunchError`` when the command
+    The child gets its own session, so anything it forks dies with it; a process that left the
+    session but still holds the output pipes is found and killed too, and the pipes are never
+    waited on past the deadline.  Output is read as it comes and capped at ``MAX_OUTPUT_BYTES``.
+    The run takes at most ``worst_case_s(timeout_s)``.  Raises ``LaunchError`` when the command
     cannot be started; every other outcome is a ``RunResult``.
     """
     started = time.monotonic()
@@ -83,51 +147,224 @@ def run(
         raise LaunchError(argv, "permission denied", "EACCES") from exc
     except OSError as exc:  # ENOEXEC (not a binary for this machine), ETXTBSY, …
         raise LaunchError(argv, exc.strerror or str(exc), _errno_name(exc)) from exc
-    timed_out = False
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = proc
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        out, err = _drain(proc)
+        reading = _Reading(proc, started + timeout_s)
+        reading.until_done()
+        out, err = reading.output()
     except BaseException:  # Ctrl-C (or a signal made an exception) while waiting: never leave it running
-        _kill_group(proc)
+        _kill_tree(proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=2.0)
+            proc.wait(timeout=KILL_GRACE_S)
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.pop(proc.pid, None)
+            _ENDED.discard(proc.pid)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
     return RunResult(
         argv=tuple(argv),
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=None if reading.killed else proc.returncode,
         stdout=_decode(out),
         stderr=_decode(err),
         duration_s=time.monotonic() - started,
-        timed_out=timed_out,
+        timed_out=reading.timed_out,
         timeout_s=timeout_s,
+        too_large=reading.too_large,
     )
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+class _Reading:
+    """Reads a child's stdout and stderr until both close, its deadline, or the output cap."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], deadline: float) -> None:
+        self.proc = proc
+        self.deadline = deadline
+        self.chunks: Dict[int, List[bytes]] = {}
+        self.size = 0
+        self.timed_out = False
+        self.too_large = False
+        self.killed = False
+        self.selector = selectors.DefaultSelector()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                os.set_blocking(pipe.fileno(), False)
+                self.selector.register(pipe.fileno(), selectors.EVENT_READ)
+                self.chunks[pipe.fileno()] = []
+
+    def output(self) -> tuple[bytes, bytes]:
+        out = b"".join(self.chunks.get(_fd(self.proc.stdout), []))
+        err = b"".join(self.chunks.get(_fd(self.proc.stderr), []))
+        return out, err
+
+    def until_done(self) -> None:
+        try:
+            self._read_until(self.deadline)
+            if self.killed:  # by kill_all(): npuwatch is ending, do not wait on pipes
+                self._reap()
+                return
+            if self.selector.get_map():  # the deadline or the cap: kill, then read what is left
+                self.timed_out = not self.too_large
+                self._kill()
+                self._read_until(time.monotonic() + KILL_GRACE_S / 2)
+            self._reap()
+        finally:
+            self.selector.close()
+
+    def _read_until(self, deadline: float) -> None:
+        while self.selector.get_map() and not self.too_large:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            for key, _events in self.selector.select(min(left, 0.5)):
+                self._read_one(int(key.fd))
+            if self._killed_from_outside():
+                return
+
+    def _killed_from_outside(self) -> bool:
+        """``kill_all()`` ran (npuwatch is ending): stop waiting on pipes an escaped process may hold."""
+        with _LIVE_LOCK:
+            ended = self.proc.pid in _ENDED
+        if ended:
+            self.killed = True
+        return ended
+
+    def _read_one(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.selector.unregister(fd)
+            return
+        room = MAX_OUTPUT_BYTES - self.size
+        self.chunks[fd].append(data[:room])
+        self.size += min(len(data), room)
+        if len(data) > room or self.size >= MAX_OUTPUT_BYTES:
+            self.too_large = True
+
+    def _kill(self) -> None:
+        self.killed = True
+        _kill_tree(self.proc)
+
+    def _reap(self) -> None:
+        # A process stuck in the kernel (a hung driver call) cannot die until the call returns:
+        # stop waiting at the grace rather than hang with it.
+        wait_s = KILL_GRACE_S / 2 if self.killed else max(0.0, self.deadline - time.monotonic())
+        try:
+            self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            if not self.killed:  # closed its output but still runs past the deadline
+                self.timed_out = True
+                self._kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=KILL_GRACE_S / 2)
+
+
+def _fd(pipe: Optional[object]) -> int:
+    fileno = getattr(pipe, "fileno", None)
+    return int(fileno()) if fileno is not None else -1
+
+
+# --- killing a whole tree ----------------------------------------------------------------------
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's group and session, its descendants, and whoever holds its pipes."""
+    victims = _tree_of(proc)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         # Already gone, or a setuid child this user may not signal.
         with contextlib.suppress(OSError):
             proc.kill()
+    for pid in victims:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    """Reap a killed child and keep whatever it printed before it died."""
+def _tree_of(proc: subprocess.Popen[bytes]) -> Set[int]:
+    """Every process the child spawned that is still running: by session, by parent, by pipe.
+
+    A grandchild that called ``setsid`` left the group and the session but is still a descendant
+    (until its parent dies) and, when it kept stdout or stderr, still holds our pipe.
+    """
+    pipes = _pipe_inodes(proc)
+    table = _processes()
+    found: Set[int] = {proc.pid}
+    for pid, (_ppid, sid) in table.items():
+        if sid == proc.pid:
+            found.add(pid)
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, _sid) in table.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                changed = True
+    if pipes:
+        found |= _holders(pipes, table)
+    found.discard(os.getpid())
+    found.discard(proc.pid)
+    return found
+
+
+def _processes() -> Dict[int, tuple[int, int]]:
+    """pid → (ppid, session id) of every process this user can see, from /proc (empty elsewhere)."""
+    table: Dict[int, tuple[int, int]] = {}
     try:
-        return proc.communicate(timeout=2.0)
-    except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        # A process stuck in the kernel (a hung driver call) cannot die until the call returns:
-        # stop waiting rather than hang with it.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=2.0)
-        return b"", b""
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                text = stat.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2 :].split()
+        with contextlib.suppress(IndexError, ValueError):
+            table[int(name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def _pipe_inodes(proc: subprocess.Popen[bytes]) -> Set[str]:
+    inodes: Set[str] = set()
+    for pipe in (proc.stdout, proc.stderr):
+        fd = _fd(pipe)
+        if fd < 0:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            inodes.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return inodes
+
+
+def _holders(pipes: Set[str], table: Dict[int, tuple[int, int]]) -> Set[int]:
+    holders: Set[int] = set()
+    me = os.getpid()
+    for pid in table:
+        if pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
+                    holders.add(pid)
+                    break
+            except OSError:
+                continue
+    return holders
 
 
 def _decode(data: Optional[bytes]) -> str:

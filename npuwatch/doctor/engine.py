@@ -11,9 +11,12 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, CheckResult, Finding, Status
+from npuwatch.probes.runner import worst_case_s
 
-#: Default limit for one check (DESIGN §2.3); checks that run npu-smi get its timeout + 1 s.
+#: Default limit for one check (DESIGN §2.3); checks that run npu-smi get the runner's worst case
+#: for one call (its timeout plus the kill grace) + 1 s, so a hung npu-smi is the check's own finding.
 DEFAULT_CHECK_TIMEOUT_S = 3.0
+NPU_SMI_CHECK_MARGIN_S = 1.0
 
 _BLOCKING = (Status.FAIL, Status.SKIP, Status.ERROR)
 
@@ -47,7 +50,7 @@ class DoctorReport:
 def check_timeout_s(check: Check, machine: Machine) -> float:
     """How long ``check`` may run on ``machine``."""
     if check.runs_npu_smi:
-        return machine.timeout_s + 1.0
+        return worst_case_s(machine.timeout_s) + NPU_SMI_CHECK_MARGIN_S
     return DEFAULT_CHECK_TIMEOUT_S
 
 
