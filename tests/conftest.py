@@ -26,3 +26,21 @@ def capture_text(name: str) -> str:
     if not path.exists():
         (path,) = CAPTURES.glob(f"{name}_*.txt")
     return path.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_runtime_folders(tmp_path_factory: pytest.TempPathFactory):
+    """This test run's self-test pauses and crash reports stay in it.
+
+    ``npuwatch.polling_pause`` markers live in ``$XDG_RUNTIME_DIR/npuwatch``: without a private
+    folder, a self-test running elsewhere on the machine (another test run) pauses this run's
+    samplers, which then repeat their last sample and break deterministic tests.  Crash reports
+    (``$XDG_STATE_HOME/npuwatch``) of deliberately broken runs do not pile up in the home folder.
+    """
+    patch = pytest.MonkeyPatch()
+    runtime = tmp_path_factory.mktemp("xdg-runtime")
+    runtime.chmod(0o700)
+    patch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    yield
+    patch.undo()
