@@ -6,6 +6,7 @@ import enum
 import os
 import re
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -119,21 +120,33 @@ def classify(result: RunResult) -> Optional[NpuSmiFailure]:
     if result.exit_code not in (0, None):
         return NpuSmiFailure(
             FailureKind.FAILED,
-            f"npu-smi exited with code {result.exit_code}" + (f": {_first_line(text)}" if text else ""),
+            f"npu-smi {_ended(result.exit_code)}" + (f": {_first_line(text)}" if text else ""),
             "run the same npu-smi command by hand to see the full message; then `npuwatch doctor`",
             exit_code=result.exit_code,
             output=text,
         )
     if not result.stdout.strip():
+        said = result.stderr.strip()
         return NpuSmiFailure(
             FailureKind.NO_OUTPUT,
-            "npu-smi printed nothing",
+            f"npu-smi printed only on stderr: {_first_line(said)}" if said else "npu-smi printed nothing",
             "a working npu-smi always prints a table or an error: check that the file is the "
             "driver's program (`file` and `ls -l` on it; in a container, that the host's "
             "/usr/local/bin/npu-smi is mounted, not an empty placeholder), else reinstall the driver",
             exit_code=result.exit_code,
+            output=said,
         )
     return None
+
+
+def _ended(exit_code: int) -> str:
+    """``exited with code 2``, or ``was killed by SIGSEGV`` (a negative code is a signal's number)."""
+    if exit_code >= 0:
+        return f"exited with code {exit_code}"
+    try:
+        return f"was killed by {signal.Signals(-exit_code).name}"
+    except ValueError:
+        return f"was killed by signal {-exit_code}"
 
 
 def _explain_text(text: str, exit_code: Optional[int]) -> Optional[NpuSmiFailure]:
@@ -228,10 +241,12 @@ def _first_line(text: str) -> str:
 def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[Path]:
     """Locate npu-smi: ``explicit``, then the driver's install paths under the root, then PATH.
 
-    PATH is searched only when the root is ``/``: a sysroot tree is a whole machine.
+    PATH is searched only when the root is ``/``: a sysroot tree is a whole machine.  An
+    ``explicit`` path is the user's, never the tree's: a relative one means the current directory
+    (a bare name there, else on PATH, as a shell finds it).
     """
     if explicit:
-        return Path(explicit)
+        return _explicit_npu_smi(explicit)
     for candidate in NPU_SMI_PATHS:
         # A dangling link counts: running it then explains the broken mount.
         if sysroot.lexists(candidate):
@@ -240,6 +255,15 @@ def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[P
         return None
     found = shutil.which("npu-smi", path=sysroot.getenv("PATH"))
     return Path(found) if found else None
+
+
+def _explicit_npu_smi(given: str) -> Path:
+    """``--npu-smi``/``NPUWATCH_NPU_SMI`` as an absolute path, relative to the current directory."""
+    if os.sep not in given and not os.path.lexists(given):
+        found = shutil.which(given)
+        if found:
+            return Path(found)
+    return Path(os.path.abspath(given))
 
 
 class NpuSmi:

@@ -8,6 +8,7 @@ naming the value, in every command — except ``check``, whose contract makes a 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -94,3 +95,26 @@ def test_bad_seconds_option_is_a_usage_error(command, option, value, tmp_path, c
 def test_a_day_of_seconds_is_still_accepted(capsys):
     code = main(["snapshot", "--replay", CAPTURE, "--timeout", "86400", "--interval", "86400"])
     assert code == 0, capsys.readouterr().err
+
+
+def _fake_npu_smi(path: Path, marker: str) -> None:
+    capture = CAPTURES / "001_910b2-x8-v25.2.0-multiproc.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {marker} >&2\ncat '{capture}'\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("given", ["./bin/npu-smi-here", "bin/npu-smi-here", "npu-smi-here"])
+def test_a_relative_npu_smi_means_the_current_directory_not_the_root(given, tmp_path, monkeypatch, capsys):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    work = tmp_path / "work"
+    (tree / "bin").mkdir()
+    (tree / "bin" / "npu-smi-here").write_text("#!/bin/sh\nexit 9\n")  # what the root holds: never run
+    (tree / "npu-smi-here").write_text("#!/bin/sh\nexit 9\n")
+    here = work / given
+    _fake_npu_smi(here, "cwd")
+    monkeypatch.chdir(work)
+    assert main(["snapshot", "--json", "--root", str(tree), "--npu-smi", given]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["chips"]) == 8
