@@ -266,3 +266,14 @@ def test_plain_view_of_a_hostile_recording_prints_it_inert(tmp_path):
     assert "python3 train.py \\x1b[2J" in text, err.decode()[-2000:]
     assert RAW.findall(text) == [], RAW.findall(text)[:5]
     assert child.poll() is not None
+
+
+def test_an_npu_smi_error_quoted_on_stderr_is_inert(tmp_path):
+    fake = tmp_path / "npu-smi"
+    fake.write_text("#!/bin/sh\nprintf 'broken \\033[2J\\033]0;pwned\\007 here\\n' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    done = run_npuwatch("snapshot", "--npu-smi", str(fake), "--root", str(tmp_path))
+    assert done.returncode == 1
+    said = done.stdout + done.stderr
+    assert "broken \\x1b[2J\\x1b]0;pwned\\x07 here" in done.stderr, said[-2000:]
+    assert RAW.findall(said) == []
