@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pwd
 import re
+import stat
 import threading
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -26,7 +28,7 @@ from npuwatch.probes.install_files import (
 )
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiError, NpuSmiFailure, NpuSmiOutput
 from npuwatch.probes.npu_smi_table import InfoTable, parse_info
-from npuwatch.probes.pci import PciInventory, scan_pci
+from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
 if TYPE_CHECKING:
@@ -104,8 +106,47 @@ class Machine:
         return self._cached("container", lambda: detect_container(self.sysroot))
 
     def has_hardware(self) -> bool:
-        """Whether any NPU is visible: an Ascend PCI function or a ``/dev/davinciN`` node."""
-        return bool(self.pci().functions) or bool(self.dev().davinci_ids)
+        """Whether any NPU may be here: an Ascend PCI function, a ``/dev/davinciN`` node, or a PCI
+        folder this user cannot read (then nothing says there is none: the checks run)."""
+        if self.pci().functions or self.dev().davinci_ids:
+            return True
+        return self.unreadable(PCI_DEVICES_DIR) is not None
+
+    def unreadable(self, path: Union[str, PurePosixPath]) -> Optional[PurePosixPath]:
+        """The first folder on the way to ``path`` (or ``path`` itself) this user may not read,
+        or ``None`` when every step reads: ``path`` is there, or really absent.
+
+        A driver installed without ``--install-for-all`` keeps its folders to root and its group:
+        a file missing behind such a folder is "cannot read", never "not installed".
+        """
+        parts = PurePosixPath("/", str(path)).parts
+        for depth in range(1, len(parts) + 1):
+            step = PurePosixPath(*parts[:depth])
+            real = self.sysroot.path(step)
+            try:
+                mode = os.stat(real).st_mode
+            except OSError:
+                return None  # absent (a step above it was readable)
+            last = depth == len(parts)
+            need = (os.X_OK | (os.R_OK if last else 0)) if stat.S_ISDIR(mode) else os.R_OK
+            if not os.access(real, need):
+                return step
+        return None
+
+    def cannot_read(self, blocked: PurePosixPath) -> Tuple[str, str]:
+        """``cannot read X as this user (name)`` and what to do, for ``unreadable``'s answer."""
+        uid = os.getuid()
+        name = self.user_name(uid) or f"uid {uid}"
+        info = self.install_info()
+        group = (info.user_group if info is not None else None) or "HwHiAiUser"
+        message = f"cannot read {blocked} as this user ({name})"
+        hint = (
+            f"run as root (`sudo npuwatch doctor`), or add the user to the driver's group: "
+            f"`sudo usermod -aG {group} {'$USER' if name.startswith('uid ') else name}`, "
+            "then log in again; a driver installed without --install-for-all keeps its folders to root "
+            "and that group: reinstall it with `--full --install-for-all` to open them to every user"
+        )
+        return message, hint
 
     # ---------------------------------------------------------------- install files
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -27,7 +29,7 @@ from npuwatch.probes.pci import scan_pci
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler
 from npuwatch.sources import NpuSmiSource
-from tests.conftest import capture_text
+from tests.conftest import capture_text, need
 
 #: Generous: a run over a small tree takes a second or two.
 DEADLINE_S = 30.0
@@ -328,3 +330,99 @@ def test_host_probe_never_fails_all_rows_for_one_pid() -> None:
     out = host.enrich(rows)
     assert [p.host is not None for p in out] == [False, False, False, True], out
     assert all(p.host_unavailable for p in out[:3]), out
+
+
+# ---------------------------------------------------------- defect 10: permission denied is not "absent"
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_tree() -> Iterator[Path]:
+    """A folder other users can read (pytest's tmp_path is root's alone); removed afterwards."""
+    need(os.geteuid() == 0, "switching to another user needs root (CI runs as root)")
+    top = Path(tempfile.mkdtemp(prefix="verdicts-"))
+    top.chmod(0o755)
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert not top.exists()
+
+
+def as_nobody(root: Path, npu_smi: Path, *checks: str) -> Dict[str, Any]:
+    """Run doctor checks over ``root`` as uid 65534 in a forked child: {id: finding, has_hardware}.
+
+    A forked child, not a new interpreter: the interpreter may live where nobody can reach it
+    (/root/.pyenv).  Everything the checks need is imported here first, as root.
+    """
+    from npuwatch.doctor.machine import Machine
+    from npuwatch.doctor.registry import all_checks
+    from npuwatch.probes.sysroot import Sysroot
+
+    wanted = [c for c in all_checks() if c.id in checks]
+    warm = Machine(Sysroot(root, environ={}), npu_smi, timeout_s=10)
+    for check in wanted:
+        check.run(warm)  # imports what the checks import, while root can still read it
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become nobody, judge, report, and leave without cleanup handlers
+        code = 0
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            machine = Machine(Sysroot(root, environ={}), npu_smi, timeout_s=10)
+            out: Dict[str, Any] = {"has_hardware": machine.has_hardware(), "uid": os.getuid()}
+            for check in wanted:
+                finding = check.run(machine)
+                out[check.id] = {
+                    "status": finding.status.value,
+                    "summary": finding.summary,
+                    "hint": finding.hint,
+                }
+            os.write(write_end, json.dumps(out).encode())
+        except BaseException as exc:  # reported to the parent, never raised in the child
+            os.write(write_end, json.dumps({"error": repr(exc)}).encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    document: Dict[str, Any] = json.loads(data)
+    assert "error" not in document and document["uid"] == NOBODY, document
+    return document
+
+
+def _shared_machine(top: Path) -> Tuple[SysrootBuilder, Path]:
+    builder = build_machine(top / "root")
+    builder.add_dev_nodes(range(8), mode=0o666)
+    for folder in (top / "root").rglob("*"):
+        if folder.is_dir() and not folder.is_symlink():
+            folder.chmod(0o755)
+    return builder, fake_npu_smi(top / "bin", FULL_TABLE)
+
+
+def test_an_unreadable_driver_folder_is_not_called_not_installed(shared_tree: Path) -> None:
+    builder, npu_smi = _shared_machine(shared_tree)
+    builder.path("/usr/local/Ascend/driver").chmod(0o750)  # root:root, as without --install-for-all
+    finding = as_nobody(builder.root, npu_smi, "driver-install")["driver-install"]
+    assert "not installed" not in finding["summary"], finding
+    assert "cannot read /usr/local/Ascend/driver as this user" in finding["summary"], finding
+    assert "HwHiAiUser" in finding["hint"] and "--install-for-all" in finding["hint"], finding
+
+
+def test_an_unreadable_pci_folder_is_not_called_no_npu(shared_tree: Path) -> None:
+    builder, npu_smi = _shared_machine(shared_tree)
+    for n in range(8):
+        builder.path(f"/dev/davinci{n}").unlink()  # and no device node this user can see
+    builder.path("/sys/bus/pci/devices").chmod(0o700)
+    result = as_nobody(builder.root, npu_smi, "pci-devices", "npu-smi")
+    assert result["has_hardware"] is True, result
+    finding = result["pci-devices"]
+    assert "no Ascend NPU" not in finding["summary"], finding
+    assert "cannot read /sys/bus/pci/devices as this user" in finding["summary"], finding
+    assert result["npu-smi"]["status"] == "pass", result["npu-smi"]

@@ -50,11 +50,17 @@ def run(machine: Machine) -> Finding:
     sysroot = machine.sysroot
     has_hal = sysroot.exists(hal)
     in_container = machine.container().in_container
-    if info is None and install is None and not has_hal and not machine.has_hardware():
+    blocked = machine.unreadable(driver_dir / "version.info") if info is None else None
+    if info is None and install is None and not has_hal and not blocked and not machine.has_hardware():
         return skipped("no Ascend NPU and no Ascend driver on this machine")
     details = [f"driver folder: {driver_dir}"]
     problems: List[Problem] = []
-    if info is None and not has_hal:
+    if blocked is not None and not has_hal:
+        message, hint = machine.cannot_read(blocked)
+        problems.append(
+            Problem(Status.FAIL, f"{message}: the driver may be installed, but this user cannot use it", hint)
+        )
+    elif info is None and not has_hal:
         where = "in this container" if in_container else "on this machine"
         problems.append(
             Problem(
@@ -76,6 +82,10 @@ def _version_problems(
 ) -> List[Problem]:
     info = machine.driver_info()
     path = driver_dir / "version.info"
+    blocked = machine.unreadable(path) if info is None else None
+    if blocked is not None:
+        message, hint = machine.cannot_read(blocked)
+        return [Problem(Status.WARN, f"{message}: the driver version cannot be checked", hint)]
     if info is None:
         hint = (
             "-v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info"

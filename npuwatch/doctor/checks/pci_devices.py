@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
-from npuwatch.probes.pci import PciFunction
+from npuwatch.probes.pci import PCI_DEVICES_DIR, PciFunction
 
 _NONE_HINT = (
     "check that the host sees the card with `lspci -d 19e5:`; in a VM, pass the NPU through "
@@ -65,6 +65,14 @@ def run(machine: Machine) -> Finding:
     """Find the Ascend functions; none at all fails, a dead function fails."""
     inventory = machine.pci()
     functions = inventory.functions
+    blocked = machine.unreadable(PCI_DEVICES_DIR) if not functions else None
+    if blocked is not None:
+        message, hint = machine.cannot_read(blocked)
+        return warned(
+            f"{message}: the Ascend PCI functions cannot be listed",
+            f"{hint}; or check the card from a shell that can: `lspci -d 19e5:`",
+            [f"{blocked} is not readable by this user", "npu-smi and the device nodes are checked apart"],
+        )
     if not functions:
         davinci = machine.dev().davinci_ids
         if davinci:
