@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
 
 from npuwatch.option_values import duration, megabytes
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         stopped_by = "stopped"
         try:
-            stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes)
+            with _stop_on_signals() as stop:
+                stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes, stop)
         except RecordingError as exc:
             stopped_by = str(exc)
             return 1
@@ -88,12 +92,50 @@ def _same_file(first: str, second: str) -> bool:
         return False  # one of them does not exist: they cannot be the same file
 
 
+_STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+class _Stop:
+    """Set by a stop signal: the loop ends after the line it is writing."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name = ""
+
+    def handle(self, signum: int, _frame: Any) -> None:
+        self.signal_name = signal.Signals(signum).name
+        self.event.set()
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[_Stop]:
+    """SIGTERM, SIGHUP and SIGINT stop the recording with a clean close: exit 0, like ``serve``."""
+    stop = _Stop()
+    previous: Dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in _STOP_SIGNALS:
+            if hasattr(signal, name):
+                signum = getattr(signal, name)
+                previous[signum] = signal.signal(signum, stop.handle)
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _record(
-    source: SnapshotFeed, writer: RecordingWriter, duration_s: Optional[float], limit_bytes: Optional[int]
+    source: SnapshotFeed,
+    writer: RecordingWriter,
+    duration_s: Optional[float],
+    limit_bytes: Optional[int],
+    stop: _Stop,
 ) -> str:
-    """Sample and write until a limit; returns what stopped it."""
+    """Sample and write until a limit or a stop signal; returns what stopped it."""
     started = time.monotonic()
     while True:
+        if stop.event.is_set():
+            return f"stopped by {stop.signal_name}"
         tick = time.monotonic()
         if duration_s is not None and tick - started >= duration_s:
             return f"duration {duration_s:g} s reached"
@@ -105,4 +147,4 @@ def _record(
         if duration_s is not None:
             wait_s = min(wait_s, duration_s - (time.monotonic() - started))
         if wait_s > 0:
-            time.sleep(wait_s)
+            stop.event.wait(wait_s)

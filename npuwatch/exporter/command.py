@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until SIGTERM or SIGINT; 0 then, 1 when the address cannot be bound."""
+    """Serve until SIGTERM, SIGINT or SIGHUP; 0 then, 1 when the address cannot be bound."""
     listen_text = getattr(args, "listen", None)
     listen = parse_listen(DEFAULT_LISTEN if listen_text is None else listen_text)
     timeout_s: Optional[float] = getattr(args, "timeout", None)
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _SignalStop:
-    """SIGTERM and SIGINT set ``stop`` (the main loop then shuts down and exits 0); restored after."""
+    """SIGTERM, SIGINT and SIGHUP set ``stop`` (the main loop then shuts down and exits 0); restored after."""
 
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
@@ -127,7 +127,7 @@ class _SignalStop:
     def __enter__(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signals reach only the main thread; a caller elsewhere stops us otherwise
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # a closed terminal too: exit 0
             self.previous[signum] = signal.signal(signum, self._handle)
 
     def _handle(self, _signum: int, _frame: Any) -> None:
