@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,10 @@ from npuwatch.probes.sysroot_builder import SysrootBuilder
 __all__ = ["SimulatedProcessLookup", "Simulation", "build_tree", "list_scenarios"]
 
 NPU_SMI_PATH = PurePosixPath("/usr/local/bin/npu-smi")
+
+#: The temp folders a demo makes (``<prefix><scenario>-XXXX``) and the file naming their owner's PID.
+DEMO_PREFIX = "npuwatch-demo-"
+OWNER_FILE = "owner.pid"
 
 _SCRIPT = """#!{python}
 # npuwatch demo: a simulated npu-smi (scenario {scenario}); see npuwatch.probes.simulator.
@@ -183,7 +188,10 @@ class Simulation:
         chosen = get_scenario(scenario)  # ValueError listing the names, before any I/O
         owns_root = workdir is None
         if workdir is None:
-            root = Path(tempfile.mkdtemp(prefix=f"npuwatch-demo-{chosen.name}-")) / "root"
+            sweep_stale_demo_trees()
+            temp = Path(tempfile.mkdtemp(prefix=f"{DEMO_PREFIX}{chosen.name}-"))
+            (temp / OWNER_FILE).write_text(f"{os.getpid()}\n")
+            root = temp / "root"
         else:
             root = Path(workdir)
         try:
@@ -222,3 +230,51 @@ class Simulation:
 
     def __repr__(self) -> str:
         return f"Simulation({self.scenario.name!r}, root={str(self.root)!r})"
+
+
+def sweep_stale_demo_trees(folder: Optional[Path] = None) -> None:
+    """Remove demo trees a killed npuwatch left in the temp folder (``kill -9`` skips its cleanup).
+
+    Only this user's trees that name their owner, and only when that owner is gone or is no
+    longer an npuwatch: a running demo's tree, a folder without the owner file and another
+    user's tree are never touched.
+    """
+    where = Path(tempfile.gettempdir()) if folder is None else folder
+    try:
+        candidates = list(where.glob(f"{DEMO_PREFIX}*"))
+    except OSError:
+        return
+    for tree in candidates:
+        if _is_stale(tree):
+            shutil.rmtree(tree, ignore_errors=True)
+
+
+def _is_stale(tree: Path) -> bool:
+    try:
+        info = tree.lstat()
+        if not tree.is_dir() or tree.is_symlink() or info.st_uid != os.getuid():
+            return False
+        pid = int((tree / OWNER_FILE).read_text(encoding="ascii").strip())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return pid != os.getpid() and not _is_npuwatch(pid)
+
+
+def _is_npuwatch(pid: int) -> bool:
+    """Whether ``pid`` runs and is an npuwatch (a recycled PID of another program does not count)."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (or hidden): trust that the PID lives
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+    return b"npuwatch" in cmdline or b"pytest" in cmdline or b"python" in cmdline
