@@ -8,10 +8,13 @@ path changes anything on the machine.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import logging
 import socket
 import socketserver
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -104,8 +107,14 @@ class Exporter:
         """What the latest sample published (an empty view before the first)."""
         return self._published.view
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set once ``stop()`` is called (waits in the serving loop end on it)."""
+        return self._stop
+
     def start(self) -> None:
         """Start sampling and serving, each in its own daemon thread."""
+        _load_thread_exit_library()
         sampler = threading.Thread(target=self._sample_loop, name="npuwatch-serve-sampler", daemon=True)
         server = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="npuwatch-serve-http"
@@ -195,13 +204,44 @@ class Exporter:
         self._published = _Published(view, body, started_at)
 
     def _log_once(self, message: str, exc: BaseException) -> None:
+        # An OSError is the machine's state (out of descriptors, a file gone): its message says
+        # it all, a traceback would only alarm; anything else is a bug worth its traceback.
+        self.log_once(message, None if isinstance(exc, OSError) else exc)
+
+    def log_once(self, message: str, exc: Optional[BaseException] = None) -> None:
+        """Log ``message`` as a warning the first time it comes."""
         if message not in self._logged:
             self._logged.add(message)
             _log.warning("npuwatch serve: %s", message, exc_info=exc)
 
 
+#: accept() errors that mean "no descriptor for the connection now", not a broken socket.
+_OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_MIN_BACKOFF_S = 0.05
+_MAX_BACKOFF_S = 1.0
+
+
+def _descriptor_limit() -> str:
+    try:
+        import resource
+
+        return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return "unknown"
+
+
+def _load_thread_exit_library() -> None:
+    """Load libgcc_s now: glibc loads it when a thread first ends, and out of descriptors that
+    load fails and aborts the whole process ("libgcc_s.so.1 must be installed")."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError):  # musl or a static build: no such load at thread exit
+        ctypes.CDLL("libgcc_s.so.1")
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    _backoff_s = 0.0
     allow_reuse_address = True  # restart right after a stop (TIME_WAIT), but never share a port:
     allow_reuse_port = False  # SO_REUSEPORT would let a second exporter bind the same port silently
     exporter: Exporter
@@ -219,6 +259,30 @@ class _Server(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), int(port)
+
+    def get_request(self) -> Tuple[socket.socket, object]:
+        """Accept one connection; out of descriptors, wait before the next try instead of spinning.
+
+        The listening socket stays readable while ``accept()`` fails with EMFILE, so the serving
+        loop would retry at once, forever, at full CPU.  The wait doubles up to a second and ends
+        at once on ``stop()``; the condition is logged once.
+        """
+        try:
+            request = super().get_request()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_DESCRIPTORS:
+                self._back_off(exc)
+            raise
+        self._backoff_s = 0.0
+        return request
+
+    def _back_off(self, exc: OSError) -> None:
+        self._backoff_s = min(_MAX_BACKOFF_S, max(_MIN_BACKOFF_S, 2 * self._backoff_s))
+        self.exporter.log_once(
+            f"out of file descriptors ({exc.strerror}): new connections wait until some close "
+            f"(open connections hold one each; raise `ulimit -n`, now {_descriptor_limit()})"
+        )
+        self.exporter.stopping.wait(self._backoff_s)
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A scraper that hangs up mid-answer is routine: no traceback on stderr.
