@@ -78,8 +78,26 @@ def dumps(snapshot: Snapshot, indent: Optional[int] = 2, ensure_ascii: bool = Fa
     ``ensure_ascii`` escapes every non-ASCII character too (for a stream that cannot encode them).
     """
     separators = (",", ":") if indent is None else None
-    text = json.dumps(to_dict(snapshot), indent=indent, separators=separators, ensure_ascii=ensure_ascii)
+    text = json.dumps(
+        _finite(to_dict(snapshot)),
+        indent=indent,
+        separators=separators,
+        ensure_ascii=ensure_ascii,
+        allow_nan=False,  # strict JSON: readers such as jq and JavaScript reject NaN
+    )
     return inert_json(text)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity written as ``null``: a number no probe can have
+    measured (recordings are cleaned on the way in; this keeps a live probe's slip strict too)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _chip_dict(chip: ChipSample) -> Dict[str, Any]:

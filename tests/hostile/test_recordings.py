@@ -223,3 +223,24 @@ def test_non_finite_numbers_never_reach_the_json_we_write(tmp_path: Path, consta
     assert code == 0, err
     assert json.loads(out, parse_constant=strict)["chips"][0]["power_w"] is None
     assert not math.isnan(0.0)
+
+
+def test_a_non_finite_number_from_a_live_probe_is_written_as_null_never_as_nan():
+    """The JSON npuwatch writes is strict whatever a probe produced (``allow_nan=False``)."""
+    import json as strict_json
+    from dataclasses import replace as with_fields
+    from datetime import datetime as _datetime
+    from datetime import timezone as _timezone
+
+    from npuwatch import snapshot_json as writer
+    from npuwatch.model import ChipIdentity, ChipSample, Snapshot
+
+    chip = with_fields(ChipSample(ChipIdentity(0, 0, name="910B3")), power_w=float("nan"), aicore_percent=-float("inf"))
+    snapshot = Snapshot(_datetime(2026, 1, 1, tzinfo=_timezone.utc), "demo:idle", chips=(chip,))
+    text = writer.dumps(snapshot, indent=None)
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"non-strict JSON constant {constant}")
+
+    doc = strict_json.loads(text, parse_constant=refuse)
+    assert doc["chips"][0]["power_w"] is None and doc["chips"][0]["aicore_percent"] is None
