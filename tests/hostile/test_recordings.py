@@ -235,7 +235,8 @@ def test_a_non_finite_number_from_a_live_probe_is_written_as_null_never_as_nan()
     from npuwatch import snapshot_json as writer
     from npuwatch.model import ChipIdentity, ChipSample, Snapshot
 
-    chip = with_fields(ChipSample(ChipIdentity(0, 0, name="910B3")), power_w=float("nan"), aicore_percent=-float("inf"))
+    chip = ChipSample(ChipIdentity(0, 0, name="910B3"))
+    chip = with_fields(chip, power_w=float("nan"), aicore_percent=-float("inf"))
     snapshot = Snapshot(_datetime(2026, 1, 1, tzinfo=_timezone.utc), "demo:idle", chips=(chip,))
     text = writer.dumps(snapshot, indent=None)
 
