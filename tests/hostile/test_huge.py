@@ -79,3 +79,60 @@ def test_physically_impossible_values_are_unavailable_with_the_raw_value(tmp_pat
     text = capsys.readouterr().out
     assert "-273000 °C" not in text.split("Not reported")[0]  # not in the table as a reading
     assert "999%" not in text.split("Not reported")[0]
+
+
+HUGE = 14_000
+
+
+def _huge_snapshot():  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    from tests.widgets.fakes import capture_snapshot
+
+    base = capture_snapshot("001")
+    model = base.chips[0]
+    chips = tuple(
+        replace(model, identity=replace(model.identity, npu_id=i, bus_id=f"0000:{i % 256:02x}:00.0"))
+        for i in range(HUGE)
+    )
+    return replace(base, chips=chips, processes=())
+
+
+def test_a_huge_table_paints_and_quits_with_a_bounded_number_of_widgets():
+    import asyncio
+
+    from textual.widget import Widget
+
+    from npuwatch.widgets.tui.app import NpuwatchApp
+    from npuwatch.widgets.tui.chip_list import ChipList
+    from npuwatch.widgets.tui.chips import ChipCard
+    from npuwatch.widgets.tui.detail_screen import DetailScreen
+    from tests.widgets.fakes import FakeSampler, wait_for
+
+    app = NpuwatchApp(FakeSampler([_huge_snapshot()], interval_s=3600.0))
+    seen = {}
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert await wait_for(pilot, lambda: app.snapshot is not None, timeout_s=60), "no first sample"
+            await pilot.pause()
+            seen["cards"] = len(app.query(ChipCard))
+            seen["widgets"] = len(list(app.query(Widget)))
+            chip_list = app.query_one(ChipList)
+            seen["first"] = "".join(segment.text for segment in chip_list.render_line(0))
+            await pilot.press("down", "down")
+            seen["moved"] = chip_list.cursor
+            await pilot.press("end")
+            await pilot.pause()
+            seen["last"] = chip_list.cursor
+            await pilot.press("enter")
+            assert await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+            seen["detail"] = app.screen.key
+            await pilot.press("escape")
+            await pilot.press("q")
+
+    asyncio.run(asyncio.wait_for(main(), timeout=120))
+    assert app.return_code in (0, None)
+    assert seen["cards"] <= 256 and seen["widgets"] < 500, seen
+    assert seen["first"].split()[:2] == ["0", "910B2"]
+    assert (seen["moved"], seen["last"], seen["detail"]) == (2, HUGE - 1, (HUGE - 1, 0))

@@ -27,6 +27,7 @@ from npuwatch.history import History
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
 from npuwatch.replay import ReplaySampler
 from npuwatch.text_safety import inert
+from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
 from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
@@ -336,6 +337,9 @@ class NpuwatchApp(App[None]):
             self.screen.show(snapshot)
 
     def _render_chips(self, snapshot: Snapshot) -> None:
+        if len(snapshot.chips) > HUGE_CHIPS:  # thousands of cards would freeze the first paint
+            self._render_chip_list(snapshot)
+            return
         groups = group_chips(snapshot.chips)
         layout = [chip.identity.key for group in groups for chip in group]
         area = self.query_one("#chips")
@@ -364,6 +368,22 @@ class NpuwatchApp(App[None]):
             self._chip_state = state
             if [group_shape(box) for box in self._groups.values()] != self._shapes:
                 self._apply_layout(self._terminal or self.size)
+
+    def _render_chip_list(self, snapshot: Snapshot) -> None:
+        """Every chip on one line in one virtual list: the work per frame is the rows on screen."""
+        area = self.query_one("#chips")
+        found = area.query(ChipList)
+        if found:
+            chip_list = found.first()
+        else:
+            area.remove_children()
+            self._groups, self._chip_layout, self._chip_state = {}, [], []
+            chip_list = ChipList(self.sampler.history)
+            area.mount(chip_list)
+            if self.focused is None:
+                self.call_after_refresh(chip_list.focus)
+        chip_list.styles.height = self.chip_layout.max_rows
+        chip_list.show(sorted(snapshot.chips, key=lambda chip: chip.identity.key))
 
     def _render_header(self) -> None:
         """Name, state markers, then host, source, time and cadence; versions as far as they fit.

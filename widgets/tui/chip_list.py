@@ -1,0 +1,89 @@
+"""Provides ChipList: every chip on one line, drawing only the rows on screen (huge tables).
+
+Up to ``HUGE_CHIPS`` chips the dashboard mounts a card widget per chip.  A table of thousands
+(a broken or hostile npu-smi) would mount thousands of widgets and freeze the first paint for
+tens of seconds; this one widget scrolls a virtual list instead: its work per frame is the
+visible rows, whatever the count.  A cursor row (arrows, Page Up/Down, Home/End) and Enter open
+a chip's detail screen as a card does.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.style import Style
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from npuwatch.history import History
+from npuwatch.model import ChipSample
+from npuwatch.widgets.tui.chips import ChipCard, compact_line
+from npuwatch.widgets.tui.line import text_strip
+
+#: Above this many chips the dashboard shows the ChipList instead of a card widget per chip.
+HUGE_CHIPS = 256
+
+
+class ChipList(ScrollView, can_focus=True):
+    """Every chip as its one-line form; only the visible rows are ever rendered."""
+
+    BINDINGS = [
+        Binding("up", "cursor(-1)", "Previous chip", show=False),
+        Binding("down", "cursor(1)", "Next chip", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "cursor(-1000000000)", "First chip", show=False),
+        Binding("end", "cursor(1000000000)", "Last chip", show=False),
+        Binding("enter", "select", "Details", show=False),
+    ]
+
+    def __init__(self, history: History) -> None:
+        super().__init__(id="chip-list")
+        self.history = history
+        self.chips: Sequence[ChipSample] = ()
+        self.cursor = 0
+
+    def show(self, chips: Sequence[ChipSample]) -> None:
+        """Show a newer sample (any number of chips); the cursor stays on its row."""
+        self.chips = chips
+        self.cursor = min(self.cursor, max(0, len(chips) - 1))
+        self.virtual_size = Size(self.size.width, len(chips))
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        index = self.scroll_offset.y + y
+        width = self.size.width
+        base = self.rich_style
+        if not 0 <= index < len(self.chips):
+            return Strip.blank(width, base)
+        text = compact_line(self.chips[index], self.history, max(20, width), False)
+        if index == self.cursor and self.has_focus:
+            base = base + Style(reverse=True)
+        return text_strip(text, self.app.console, width, base)
+
+    def action_cursor(self, step: int) -> None:
+        self._move_to(self.cursor + step)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor + direction * max(1, self.size.height - 1))
+
+    def action_select(self) -> None:
+        if self.chips:
+            self.post_message(ChipCard.Selected(self.chips[self.cursor].identity.key))
+
+    def _move_to(self, index: int) -> None:
+        self.cursor = max(0, min(index, len(self.chips) - 1))
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + self.size.height:
+            self.scroll_to(y=self.cursor - self.size.height + 1, animate=False)
+        self.refresh()
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
