@@ -297,13 +297,22 @@ def _demo_trees(temp: Path) -> List[Path]:
     return sorted(temp.glob("npuwatch-demo-*"))
 
 
+def _owner_named(tree: Path) -> bool:
+    try:
+        return (tree / "owner.pid").read_text().strip().isdigit()
+    except OSError:
+        return False
+
+
 def test_a_demo_killed_with_sigkill_has_its_tree_swept_by_the_next_run(tmp_path, marker):
     env = _environ(tmp_path)
     temp = Path(env["TMPDIR"])
     proc = subprocess.Popen(
         [str(NPUWATCH), "--demo", "--plain"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
     )
-    _wait_for(lambda: bool(_demo_trees(temp)), "the demo's tree")
+    # The demo names its owner right after making the tree: wait for that, so the kill lands
+    # while the demo runs (a kill between the two leaves a tree no sweep may touch).
+    _wait_for(lambda: any(_owner_named(tree) for tree in _demo_trees(temp)), "the demo's tree and owner")
     proc.kill()
     proc.wait(DEADLINE_S)
     (killed,) = _demo_trees(temp)
