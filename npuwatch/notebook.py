@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import weakref
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from npuwatch.option_values import MAX_SECONDS
 
 if TYPE_CHECKING:
     from npuwatch.widgets.notebook.hub import SamplerHub
@@ -59,9 +62,10 @@ def _demo(demo: Union[str, bool, None]) -> Optional[str]:
     return str(demo)
 
 
-def _positive(name: str, value: Optional[float]) -> Optional[float]:
-    if value is not None and not value > 0:
-        raise NotebookUsageError(f"{name} must be more than 0, got {value!r}")
+def _positive(name: str, value: Optional[float], maximum: float = MAX_SECONDS) -> Optional[float]:
+    """The same bounds as the command line's options: above 0, finite, at most ``maximum``."""
+    if value is not None and not 0 < value <= maximum:
+        raise NotebookUsageError(f"{name} must be more than 0 and at most {maximum:g}, got {value!r}")
     return value
 
 
@@ -96,7 +100,7 @@ def feed_options(
         devices=_devices(devices),
         interval=_positive("interval_s", interval_s),
         timeout=_positive("timeout_s", timeout_s),
-        speed=_positive("speed", speed),
+        speed=_positive("speed", speed, maximum=sys.float_info.max),
     )
     try:
         options = sampler_options(namespace)

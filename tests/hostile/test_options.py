@@ -118,3 +118,11 @@ def test_a_relative_npu_smi_means_the_current_directory_not_the_root(given, tmp_
     assert main(["snapshot", "--json", "--root", str(tree), "--npu-smi", given]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["chips"]) == 8
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 0.0, -1.0, 1e300])
+def test_the_notebook_api_refuses_the_same_seconds_as_the_command_line(value):
+    from npuwatch.notebook import NotebookUsageError, snapshot
+
+    with pytest.raises(NotebookUsageError, match="timeout_s must be more than 0 and at most 86400"):
+        snapshot(demo="idle", timeout_s=value)
