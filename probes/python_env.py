@@ -22,7 +22,6 @@ import json
 import os
 import posixpath
 import re
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from npuwatch.probes.install_files import parse_key_value_file
+from npuwatch.probes.runner import LaunchError, run
 from npuwatch.probes.sysroot import Sysroot, read_regular
 
 #: System package folders of a tree, most specific first (pip as root on Debian writes
@@ -258,19 +258,18 @@ def _same_folder(first: str, second: str) -> bool:
 
 def _ask(python: str) -> Optional[Tuple[Tuple[int, int], List[str]]]:
     """``python``'s version and ``sys.path``, by running it (``-E``: the job's PYTHON* are added by us)."""
+    try:  # through the runner: a hung interpreter is killed with all it started
+        done = run([python, "-E", "-c", _QUERY], QUERY_TIMEOUT_S)
+    except LaunchError:
+        return None
+    if done.exit_code != 0:
+        return None
     try:
-        done = subprocess.run(
-            [python, "-E", "-c", _QUERY],
-            capture_output=True,
-            text=True,
-            timeout=QUERY_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
         version, entries = json.loads(done.stdout.strip().splitlines()[-1])
-        if done.returncode != 0 or not isinstance(entries, list):
+        if not isinstance(entries, list):
             return None
         return (int(version[0]), int(version[1])), [str(entry) for entry in entries]
-    except (OSError, ValueError, IndexError, TypeError, subprocess.SubprocessError):
+    except (ValueError, IndexError, TypeError):
         return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from npuwatch.model import Health, PcieLink
+from npuwatch.probes.pci import pcie_speed_label
 
 NA = "n/a"
 MIB_PER_GIB = 1024
@@ -101,16 +102,9 @@ def number(value: Optional[float], digits: int = 0) -> str:
     return NA if value is None else f"{value:.{digits}f}"
 
 
-#: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
-_PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
 def pcie_speed(gt_s: Optional[float]) -> str:
     """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
-    if gt_s is None:
-        return NA
-    generation = _PCIE_GENERATIONS.get(gt_s)
-    return f"{gt_s:g} GT/s" if generation is None else f"Gen{generation}"
+    return NA if gt_s is None else pcie_speed_label(gt_s)
 
 
 def pcie_link(link: PcieLink) -> str:

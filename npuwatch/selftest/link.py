@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from npuwatch.probes.pci import PciFunction, scan_pci
+from npuwatch.probes.pci import PciFunction, pcie_speed_label, scan_pci
 from npuwatch.probes.runtime.protocol import Step, StepStatus
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.selftest.report import DeviceRun, StepResult
@@ -14,8 +14,6 @@ from npuwatch.selftest.report import DeviceRun, StepResult
 MIN_LINK_RATIO = 0.5
 #: Above this the numbers cannot be right (events or sysfs are wrong).
 MAX_LINK_RATIO = 1.1
-
-_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 
 def lane_gb_s(speed_gt_s: float) -> float:
@@ -49,18 +47,13 @@ class LinkInfo:
     @property
     def label(self) -> str:
         """``PCIe Gen4 x16``."""
-        return f"PCIe {_gen(self.speed_gt_s)} x{self.width}"
+        return f"PCIe {pcie_speed_label(self.speed_gt_s)} x{self.width}"
 
     @property
     def degraded(self) -> bool:
         """Trained below its maximum speed or width."""
         slow = self.max_speed_gt_s is not None and self.speed_gt_s < self.max_speed_gt_s
         return slow or (self.max_width is not None and self.width < self.max_width)
-
-
-def _gen(speed_gt_s: float) -> str:
-    gen = _GENERATIONS.get(speed_gt_s)
-    return f"Gen{gen}" if gen else f"{speed_gt_s:g} GT/s"
 
 
 def find_link(sysroot: Sysroot, device: int, environ: Mapping[str, str]) -> Tuple[Optional[LinkInfo], str]:
@@ -136,7 +129,7 @@ def _judge(result: StepResult, link: Optional[LinkInfo], why_none: str) -> StepR
         note = f"{best} GB/s is only {ratio:.0%} of the {link.peak_gb_s} GB/s {link.label} carries"
         note += f" (expected ≥ {MIN_LINK_RATIO:.0%})"
         if link.degraded and link.max_speed_gt_s and link.max_width:
-            best_shape = f"{_gen(link.max_speed_gt_s)} x{link.max_width}"
+            best_shape = f"{pcie_speed_label(link.max_speed_gt_s)} x{link.max_width}"
             note += f"; the link trained below its maximum, {best_shape}: reseat the card or check the slot"
         warnings.append(note)
     elif ratio > MAX_LINK_RATIO:
