@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, List, Tuple
 
 from npuwatch.probes.host import HostProbe
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler

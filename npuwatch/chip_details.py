@@ -32,8 +32,8 @@ from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple
 
 from npuwatch.model import ChipError
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure
-from npuwatch.probes.npu_smi_kv import KeyValueBlock, KeyValueReport, parse_key_values
-from npuwatch.probes.npu_smi_reports import (
+from npuwatch.probes.npu_smi.kv import KeyValueBlock, KeyValueReport, parse_key_values
+from npuwatch.probes.npu_smi.reports import (
     BoardInfo,
     ChipCommon,
     ChipHealth,

@@ -15,7 +15,7 @@ from npuwatch.model import (
     NpuProcess,
 )
 from npuwatch.probes.npu_smi import NpuSmiFailure
-from npuwatch.probes.npu_smi_table import InfoTable
+from npuwatch.probes.npu_smi.table import InfoTable
 from npuwatch.probes.pci import PciInventory
 from npuwatch.sources import SourceReading
 

@@ -20,7 +20,7 @@ from npuwatch.alerts import default_temperature_limit_c
 from npuwatch.model import ChipSample, Health
 from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError, NpuSmiFailure, classify
-from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.npu_smi.table import InfoTable, parse_info
 from npuwatch.probes.pci import ASCEND_DRIVER, PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.runner import RunResult
 from npuwatch.probes.sysroot import Sysroot
@@ -415,7 +415,7 @@ def _with_error_codes(chips: List[ChipCheck], npu_smi: NpuSmi) -> List[ChipCheck
     """
     from dataclasses import replace
 
-    from npuwatch.probes.npu_smi_reports import parse_health
+    from npuwatch.probes.npu_smi.reports import parse_health
 
     deadline = time.monotonic() + min(npu_smi.timeout_s, HEALTH_QUERY_BUDGET_S)
     out: List[ChipCheck] = []

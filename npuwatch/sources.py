@@ -10,8 +10,8 @@ from typing import Callable, Dict, Optional, Protocol, Tuple
 from npuwatch.chip_details import fetch_chip_errors
 from npuwatch.model import ChipError, Health
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure, classify
-from npuwatch.probes.npu_smi_lists import parse_mapping
-from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.npu_smi.lists import parse_mapping
+from npuwatch.probes.npu_smi.table import InfoTable, parse_info
 from npuwatch.probes.runner import RunResult
 
 #: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.

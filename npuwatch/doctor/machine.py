@@ -27,7 +27,7 @@ from npuwatch.probes.install_files import (
     read_install_info,
 )
 from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiError, NpuSmiFailure, NpuSmiOutput
-from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.npu_smi.table import InfoTable, parse_info
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 

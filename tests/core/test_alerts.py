@@ -34,7 +34,7 @@ from npuwatch.model import (
     ProcessHostInfo,
     Snapshot,
 )
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.wiring import build_sampler
 from tests.conftest import capture_text
 

@@ -594,7 +594,7 @@ def test_max_temp_rejects_nonsense():
 HEAVY = (
     "textual", "rich", "ipywidgets", "IPython", "psutil",
     "npuwatch.sampler", "npuwatch.history", "npuwatch.wiring", "npuwatch.doctor", "npuwatch.widgets",
-    "npuwatch.selftest", "npuwatch.probes.simulator.machine", "npuwatch.probes.npu_smi_reports",
+    "npuwatch.selftest", "npuwatch.probes.simulator.machine", "npuwatch.probes.npu_smi.reports",
 )  # fmt: skip
 
 

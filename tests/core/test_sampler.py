@@ -11,7 +11,7 @@ from typing import List, Optional
 from npuwatch.chip_state import STALE_AFTER_S
 from npuwatch.model import Health, MetricStatus
 from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler

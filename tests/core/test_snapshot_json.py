@@ -26,7 +26,7 @@ from npuwatch.model import (
     Snapshot,
     Versions,
 )
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
 SCHEMA = json.loads(resources.files("npuwatch").joinpath("snapshot-v1.schema.json").read_text())

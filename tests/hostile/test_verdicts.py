@@ -24,7 +24,7 @@ from npuwatch.exporter.metrics import ExporterView, render
 from npuwatch.health import check_health
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import scan_pci
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler

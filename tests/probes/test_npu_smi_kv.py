@@ -1,4 +1,4 @@
-"""Golden tests for ``npuwatch.probes.npu_smi_kv`` (``npu-smi info -t <type>``).
+"""Golden tests for ``npuwatch.probes.npu_smi.kv`` (``npu-smi info -t <type>``).
 
 Expected values were read by hand from the captures in ``tests/data/npu_smi/``.  ``-t memory``
 and ``-t ecc`` have no capture: their samples are built from the printf formats of the npu-smi
@@ -8,15 +8,15 @@ source (see the module docstring) and the hiascend reference examples.
 from __future__ import annotations
 
 from npuwatch.model import Health
-from npuwatch.probes import npu_smi_kv as kv
-from npuwatch.probes import npu_smi_memory_reports as memory_reports
-from npuwatch.probes.npu_smi_kv import parse_key_values
-from npuwatch.probes.npu_smi_memory_reports import (
+from npuwatch.probes.npu_smi import kv as kv
+from npuwatch.probes.npu_smi import memory_reports as memory_reports
+from npuwatch.probes.npu_smi.kv import parse_key_values
+from npuwatch.probes.npu_smi.memory_reports import (
     parse_ecc,
     parse_memory,
     parse_proc_mem,
 )
-from npuwatch.probes.npu_smi_reports import (
+from npuwatch.probes.npu_smi.reports import (
     parse_board,
     parse_common,
     parse_health,

@@ -1,4 +1,4 @@
-"""Golden tests for ``npuwatch.probes.npu_smi_lists`` (``info -l``, ``-m``, ``watch``).
+"""Golden tests for ``npuwatch.probes.npu_smi.lists`` (``info -l``, ``-m``, ``watch``).
 
 Expected values were read by hand from the captures in ``tests/data/npu_smi/``; the 950
 ``-m`` and newer ``-l`` samples follow the printf formats of the npu-smi source
@@ -7,7 +7,7 @@ Expected values were read by hand from the captures in ``tests/data/npu_smi/``; 
 
 from __future__ import annotations
 
-from npuwatch.probes.npu_smi_lists import parse_list, parse_mapping, parse_watch
+from npuwatch.probes.npu_smi.lists import parse_list, parse_mapping, parse_watch
 from tests.conftest import capture_text as capture
 
 # ---------------------------------------------------------------- info -l

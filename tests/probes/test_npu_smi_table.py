@@ -1,4 +1,4 @@
-"""Independent golden tests for ``npuwatch.probes.npu_smi_table.parse_info``.
+"""Independent golden tests for ``npuwatch.probes.npu_smi.table.parse_info``.
 
 Every expected value below was read by hand from the capture text in
 ``tests/data/npu_smi/`` (and from MANIFEST.md's "Layout notes" for the hand-built
@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pytest
 
 from npuwatch.model import CHIP_METRICS, ChipSample
-from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.npu_smi.table import InfoTable, parse_info
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
 

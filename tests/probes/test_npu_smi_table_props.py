@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npuwatch.model import CHIP_METRICS, Health
-from npuwatch.probes.npu_smi_table import InfoTable, parse_info
+from npuwatch.probes.npu_smi.table import InfoTable, parse_info
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "npu_smi"
 

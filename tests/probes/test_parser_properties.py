@@ -18,13 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npuwatch.probes import (
-    install_files,
-    npu_smi_kv,
-    npu_smi_lists,
-    npu_smi_memory_reports,
-    npu_smi_reports,
-)
+from npuwatch.probes import install_files
+from npuwatch.probes.npu_smi import kv as npu_smi_kv
+from npuwatch.probes.npu_smi import lists as npu_smi_lists
+from npuwatch.probes.npu_smi import memory_reports as npu_smi_memory_reports
+from npuwatch.probes.npu_smi import reports as npu_smi_reports
 from tests.conftest import capture_text
 from tests.probes.test_install_files import INSTALL_INFO, VERSION_CFG
 from tests.probes.test_npu_smi_kv import ECC_910B, MEMORY_310B, MEMORY_910B

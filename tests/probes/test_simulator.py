@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.simulator import Simulation, list_scenarios
 from npuwatch.probes.simulator.catalog import SCENARIOS
 from npuwatch.probes.simulator.dynamics import MachineState, machine_state

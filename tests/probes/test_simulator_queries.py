@@ -6,12 +6,14 @@ from typing import Iterator, List
 
 import pytest
 
-from npuwatch.probes import npu_smi_lists, npu_smi_memory_reports, npu_smi_reports
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi import lists as npu_smi_lists
+from npuwatch.probes.npu_smi import memory_reports as npu_smi_memory_reports
+from npuwatch.probes.npu_smi import reports as npu_smi_reports
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import scan_pci
 from npuwatch.probes.runner import run
 from npuwatch.probes.simulator import Simulation

@@ -18,7 +18,7 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
     [
         "import npuwatch",
         "import npuwatch.model, npuwatch.sampler, npuwatch.history, npuwatch.snapshot_json",
-        "import npuwatch.probes.npu_smi, npuwatch.probes.npu_smi_table, npuwatch.probes.pci",
+        "import npuwatch.probes.npu_smi, npuwatch.probes.npu_smi.table, npuwatch.probes.pci",
         "import npuwatch.probes.host, npuwatch.probes.sysroot, npuwatch.probes.runner",
         "import npuwatch.wiring, npuwatch.availability",
         "import npuwatch.widgets.text, npuwatch.widgets.format",

@@ -18,7 +18,7 @@ from npuwatch.model import (
     Snapshot,
     Versions,
 )
-from npuwatch.probes.npu_smi_table import parse_info
+from npuwatch.probes.npu_smi.table import parse_info
 from tests.conftest import capture_text
 
 #: Every fake snapshot is taken at this instant (UTC), so the header's clock never moves.

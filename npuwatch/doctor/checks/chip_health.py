@@ -9,7 +9,7 @@ from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.model import ChipSample, Health
 from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError
-from npuwatch.probes.npu_smi_reports import parse_health
+from npuwatch.probes.npu_smi.reports import parse_health
 
 #: A query needs at least this much of the check's time left to be worth starting.
 _MIN_QUERY_S = 0.5

@@ -1,6 +1,6 @@
 """Provides typed records for ``npu-smi info -t board|usages|common|health|temp|power``.
 
-Each parser reads the generic key/value blocks (``npu_smi_kv.parse_key_values``) and picks the
+Each parser reads the generic key/value blocks (``npu_smi.kv.parse_key_values``) and picks the
 fields it knows; unknown keys stay in ``fields``.  Real layouts: captures 010-013, 017, 030,
 031, 061-065, 079-081 in ``tests/data/npu_smi/``.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from npuwatch.model import Health
-from npuwatch.probes.npu_smi_kv import KeyValueBlock, parse_key_values
+from npuwatch.probes.npu_smi.kv import KeyValueBlock, parse_key_values
 from npuwatch.probes.values import to_float, to_int, to_text
 
 # ---------------------------------------------------------------- board

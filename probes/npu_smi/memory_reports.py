@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Tuple
 
-from npuwatch.probes.npu_smi_kv import KeyValueBlock, parse_key_values
+from npuwatch.probes.npu_smi.kv import KeyValueBlock, parse_key_values
 from npuwatch.probes.values import to_int
 
 # ---------------------------------------------------------------- memory

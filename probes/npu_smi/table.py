@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, NpuProcess
-from npuwatch.probes.npu_smi_processes import NO_PROCESS_RE, read_processes
-from npuwatch.probes.npu_smi_rows import HeaderCell, Row, header_cell, split_rows
+from npuwatch.probes.npu_smi.processes import NO_PROCESS_RE, read_processes
+from npuwatch.probes.npu_smi.rows import HeaderCell, Row, header_cell, split_rows
 from npuwatch.probes.values import is_placeholder, to_float, to_int, to_text
 
 # A value is a `used / total` pair (spaces optional on either side: `33126/ 65536`) or a word.

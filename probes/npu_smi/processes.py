@@ -11,7 +11,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from npuwatch.model import NpuProcess
-from npuwatch.probes.npu_smi_rows import Row, header_cell
+from npuwatch.probes.npu_smi.rows import Row, header_cell
 from npuwatch.probes.values import to_int
 
 #: The kernel's largest PID (PID_MAX_LIMIT, 2**22 on 64-bit): a PID outside 1..this is not one.

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npuwatch.probes.npu_smi_kv import split_key_value
+from npuwatch.probes.npu_smi.kv import split_key_value
 from npuwatch.probes.values import to_float, to_int, to_text
 
 # ---------------------------------------------------------------- info -l

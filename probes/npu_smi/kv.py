@@ -3,7 +3,7 @@
 Every ``-t <type>`` query prints ``<key padded to 30 or 40> : <value>`` lines, indented by a TAB
 (printf ``"\\t%-30s : %s"``; captures copied from web pages show 8 spaces, one space or none).
 The real layouts are in ``tests/data/npu_smi/`` (010-013, 017, 030, 031, 046, 061-065, 079-081).
-Typed records per query type live in ``npu_smi_reports`` and ``npu_smi_memory_reports``.
+Typed records per query type live in ``npu_smi.reports`` and ``npu_smi.memory_reports``.
 """
 
 from __future__ import annotations
