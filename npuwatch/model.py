@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Mapping, Optional, Tuple
+from typing import Iterable, Mapping, Optional, Tuple
 
 SCHEMA = "npuwatch/snapshot/v1"
 
@@ -25,6 +25,37 @@ CHIP_METRICS: Tuple[str, ...] = (
 )
 
 
+class Level(enum.Enum):
+    """How a chip stands, as the judge (``npuwatch.judge``) rules: the one scale every surface uses.
+
+    ``unknown`` means it cannot be judged (no health, stale values); like ``critical`` it makes
+    ``npuwatch check`` and ``/healthz`` unhealthy.  Members order by ``rank``.
+    """
+
+    OK = "ok"
+    WARNING = "warning"
+    UNKNOWN = "unknown"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """0 ok, 1 warning, 2 unknown, 3 critical: the worse, the higher."""
+        return _LEVEL_RANKS[self]
+
+    @property
+    def unhealthy(self) -> bool:
+        """True for ``critical`` and ``unknown``: what fails ``check`` and ``/healthz``."""
+        return self in (Level.CRITICAL, Level.UNKNOWN)
+
+
+_LEVEL_RANKS = {Level.OK: 0, Level.WARNING: 1, Level.UNKNOWN: 2, Level.CRITICAL: 3}
+
+
+def worst(levels: Iterable[Level]) -> Level:
+    """The worst of ``levels`` (``ok`` when there are none)."""
+    return max(levels, key=lambda level: level.rank, default=Level.OK)
+
+
 class Health(enum.Enum):
     """A chip's health as npu-smi and DCMI report it (0 OK … 3 critical)."""
 
@@ -42,6 +73,22 @@ class Health(enum.Enum):
             if member.value.lower() == wanted:
                 return member
         return cls.UNKNOWN
+
+    @property
+    def level(self) -> Level:
+        """The level this health gives a chip: DCMI's 1 "minor alarm" (npu-smi's ``Warning``) is a
+        warning, 2 "major" (``Alarm``) and 3 (``Critical``) are critical, no health is unknown
+        (shared/reference/driver-interfaces.md §6: ``dcmi_get_device_health`` 0/1/2/3)."""
+        return _HEALTH_LEVELS[self]
+
+
+_HEALTH_LEVELS = {
+    Health.OK: Level.OK,
+    Health.WARNING: Level.WARNING,
+    Health.ALARM: Level.CRITICAL,
+    Health.CRITICAL: Level.CRITICAL,
+    Health.UNKNOWN: Level.UNKNOWN,
+}
 
 
 class MetricStatus(enum.Enum):
@@ -101,19 +148,36 @@ class PcieLink:
     present: bool = True  # False when the config space reads ff ff (fell off the bus)
 
     @property
-    def degraded(self) -> bool:
-        """True when the link trained below its maximum speed or width."""
-        slow = (
-            self.current_speed_gt_s is not None
-            and self.max_speed_gt_s is not None
-            and self.current_speed_gt_s < self.max_speed_gt_s
-        )
-        narrow = (
+    def narrow(self) -> bool:
+        """True when the link trained at fewer lanes than it can (x8 of x16)."""
+        return (
             self.current_width is not None
             and self.max_width is not None
             and self.current_width < self.max_width
         )
-        return slow or narrow
+
+    @property
+    def slow(self) -> bool:
+        """True when the link runs below its maximum speed (also link power saving at idle)."""
+        return (
+            self.current_speed_gt_s is not None
+            and self.max_speed_gt_s is not None
+            and self.current_speed_gt_s < self.max_speed_gt_s
+        )
+
+    @property
+    def degraded(self) -> bool:
+        """True when the link trained below its maximum speed or width."""
+        return self.slow or self.narrow
+
+    def describe(self) -> str:
+        """``x8 of x16, 16 GT/s of 32 GT/s``: only the parts below their maximum."""
+        parts = []
+        if self.narrow:
+            parts.append(f"x{self.current_width} of x{self.max_width}")
+        if self.slow:
+            parts.append(f"{self.current_speed_gt_s:g} of {self.max_speed_gt_s:g} GT/s")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -148,6 +212,9 @@ class ChipSample:
     notes: Mapping[str, MetricNote] = field(default_factory=dict)
     pcie: Optional[PcieLink] = None
     errors: Tuple[ChipError, ...] = ()  # from `npu-smi info -t health`, asked only when not OK
+    #: Why the chip is gone (the source stopped listing it, its PCI config space reads ff ff):
+    #: a fact the sampler sets, so no rule has to read it out of a message's wording.
+    lost_reason: Optional[str] = None
 
     def metric(self, name: str) -> Optional[float]:
         """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""

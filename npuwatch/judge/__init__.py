@@ -1,0 +1,33 @@
+"""Provides the one judge: every chip's level (ok, warning, critical, unknown) and its reasons.
+
+``limits`` holds the per-model table of thresholds; ``rules`` the pure functions over the model.
+Every surface takes its levels from here, so the same chip reads the same everywhere.
+"""
+
+from npuwatch.judge.limits import DEFAULT_THRESHOLDS, MODEL_LIMITS, ModelLimits, Thresholds, limits_for
+from npuwatch.judge.rules import (
+    HeldMemory,
+    Judgement,
+    Reason,
+    ReasonKind,
+    judge_chip,
+    judge_snapshot,
+    temperature_level,
+)
+from npuwatch.model import Level
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "MODEL_LIMITS",
+    "HeldMemory",
+    "Judgement",
+    "Level",
+    "ModelLimits",
+    "Reason",
+    "ReasonKind",
+    "Thresholds",
+    "judge_chip",
+    "judge_snapshot",
+    "limits_for",
+    "temperature_level",
+]

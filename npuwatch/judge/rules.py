@@ -1,0 +1,302 @@
+"""Provides the rules: pure functions from a chip (and its processes) to a level and its reasons.
+
+Every surface asks these: the dashboard's and the notebook's colours, the alert line
+(``npuwatch.alerts``), ``npuwatch check`` and ``/healthz``, the doctor's ``chip-health``,
+``hbm-held`` and ``pcie-link``, and ``snapshot --json``'s ``judgement``.  The limits are in
+``npuwatch.judge.limits``; nothing else holds a threshold.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
+from npuwatch.model import ChipSample, Health, Level, MetricStatus, NpuProcess, PcieLink, Snapshot, worst
+
+ChipKey = Tuple[int, int]
+
+
+class ReasonKind(enum.Enum):
+    """What a reason is about; stable words (the alert kinds use the same ones)."""
+
+    HEALTH = "health"
+    TEMPERATURE = "temperature"
+    HBM_HELD = "hbm-held"
+    PCIE_DEGRADED = "pcie-degraded"
+    DEVICE_LOST = "device-lost"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason for a chip's level: a short ``text`` (no chip label) and a ``detail`` sentence
+    that says what to do."""
+
+    kind: ReasonKind
+    level: Level
+    text: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A chip's level and the reasons for it (none when ``ok``)."""
+
+    level: Level = Level.OK
+    reasons: Tuple[Reason, ...] = ()
+
+    @property
+    def texts(self) -> Tuple[str, ...]:
+        """The reasons' short texts: the ``reasons`` list of ``snapshot --json``."""
+        return tuple(reason.text for reason in self.reasons)
+
+
+OK = Judgement()
+
+
+@dataclass(frozen=True)
+class HeldMemory:
+    """Memory a chip holds with no process on it, beyond what an idle chip holds."""
+
+    kind: str  # "HBM" or "memory" (DDR of the 310P)
+    used_mib: float
+    total_mib: int
+    idle_mib: int
+
+
+def fresh(chip: ChipSample, metric: str) -> Optional[float]:
+    """The metric's value when it is a current reading (not stale, not absent)."""
+    value = chip.metric(metric)
+    note = chip.notes.get(metric)
+    if value is None or (note is not None and note.status is MetricStatus.STALE):
+        return None
+    return value
+
+
+def is_stale(chip: ChipSample) -> bool:
+    """True when the chip's values are held from an older read (the source failed since)."""
+    return any(note.status is MetricStatus.STALE for note in chip.notes.values())
+
+
+def temperature_level(chip: ChipSample, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Level:
+    """The level of the chip's current temperature against its model's limits (``ok`` when
+    it has none)."""
+    value = fresh(chip, "temperature_c")
+    if value is None:
+        return Level.OK
+    warning_c, critical_c = thresholds.temperature_limits_c(chip.identity.name)
+    if value >= critical_c:
+        return Level.CRITICAL
+    return Level.WARNING if value >= warning_c else Level.OK
+
+
+def held_memory(
+    chip: ChipSample, processes: Sequence[NpuProcess], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Optional[HeldMemory]:
+    """The memory ``chip`` holds though no process is listed on it, when beyond its idle allowance.
+
+    A 310B is an SoC: its Memory-Usage is the board's RAM shared with Linux (capture 039: 1797 of
+    3513 MiB with no job), not memory a process can leak, so it is never judged.
+    """
+    if processes:
+        return None
+    hbm = bool(chip.hbm_total_mib)
+    if not hbm and limits_for(chip.identity.name).shared_memory:
+        return None
+    used = fresh(chip, "hbm_used_mib" if hbm else "memory_used_mib")
+    total = chip.hbm_total_mib if hbm else chip.memory_total_mib
+    if used is None or not total:
+        return None
+    idle = thresholds.idle_allowance_mib(total)
+    if used - idle < thresholds.hbm_held_min_mib:
+        return None
+    return HeldMemory("HBM" if hbm else "memory", used, total, idle)
+
+
+def busiest_host_process(
+    chip: ChipSample, processes: Sequence[NpuProcess], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Optional[NpuProcess]:
+    """The chip's busiest process when AI Core idles while it keeps a host CPU busy (input-bound)."""
+    aicore = fresh(chip, "aicore_percent")
+    if aicore is None or aicore > thresholds.aicore_idle_percent:
+        return None
+    busy = [p for p in processes if host_cpu_percent(p) >= thresholds.host_busy_percent]
+    return max(busy, key=host_cpu_percent) if busy else None
+
+
+def host_cpu_percent(process: NpuProcess) -> float:
+    """The process's host CPU use (0 when the host cannot see it)."""
+    return (process.host.cpu_percent if process.host is not None else None) or 0.0
+
+
+def lost_reason(chip: ChipSample) -> Optional[str]:
+    """Why the chip is gone, when it is: the source's fact, or PCI config space reading ff ff."""
+    if chip.lost_reason is not None:
+        return chip.lost_reason
+    if chip.pcie is not None and not chip.pcie.present:
+        return "its PCI config space reads ff ff: the device fell off the bus (check `dmesg`)"
+    return None
+
+
+def judge_chip(
+    chip: ChipSample,
+    processes: Sequence[NpuProcess] = (),
+    *,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    in_container: bool = False,
+) -> Judgement:
+    """The chip's level and reasons.  ``processes`` are those listed on this chip, or ``None``-like
+    empty when there are none; ``in_container`` words the held-memory advice."""
+    lost = lost_reason(chip)
+    if lost is not None:
+        return _judgement([_lost(chip, lost)])
+    reasons: List[Reason] = []
+    if chip.pcie is not None and chip.pcie.narrow:
+        reasons.append(_pcie(chip, chip.pcie))
+    if is_stale(chip):
+        return _judgement([*reasons, _stale(chip)])
+    if chip.health is not Health.OK:
+        reasons.append(_health(chip))
+    temperature = _temperature(chip, thresholds)
+    if temperature is not None:
+        reasons.append(temperature)
+    held = held_memory(chip, processes, thresholds)
+    if held is not None:
+        reasons.append(_held(chip, held, in_container))
+    return _judgement(reasons)
+
+
+def judge_snapshot(
+    snapshot: Snapshot, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> Dict[ChipKey, Judgement]:
+    """Every chip of ``snapshot`` judged; the last answer is kept, so the views, the alert line
+    and the exporter judging the same snapshot cost one judgement."""
+    cached = _last
+    if cached and cached[0] is snapshot and cached[1] == thresholds:
+        return dict(cached[2])
+    by_chip: Dict[ChipKey, List[NpuProcess]] = {}
+    for process in snapshot.processes:
+        by_chip.setdefault((process.npu_id, process.chip_id), []).append(process)
+    in_container = snapshot.host is not None and snapshot.host.in_container
+    judged = {
+        chip.identity.key: judge_chip(
+            chip, by_chip.get(chip.identity.key, ()), thresholds=thresholds, in_container=in_container
+        )
+        for chip in snapshot.chips
+    }
+    _last[:] = [snapshot, thresholds, judged]
+    return dict(judged)
+
+
+_last: List[object] = []  # [snapshot, thresholds, judgements] of the last judge_snapshot call
+
+
+def first_clause(text: str, width: int) -> str:
+    """A failure message short enough for one line: whole when it fits in ``width``, else the
+    clause before its first colon (DCMI messages read "npu-smi failed with DCMI error -8005
+    (INNER_ERR): <a long meaning>") when that clause says enough, else cut with an ellipsis."""
+    text = " ".join(text.split())
+    head = text.split(": ", 1)[0]
+    if len(text) > width and len(head) >= 20:
+        text = head
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def health_query(chip: ChipSample) -> str:
+    """The npu-smi command that shows the chip's health report and error codes."""
+    identity = chip.identity
+    return f"`npu-smi info -t health -i {identity.npu_id} -c {identity.chip_id}`"
+
+
+def _judgement(reasons: Iterable[Reason]) -> Judgement:
+    found = tuple(reasons)
+    return Judgement(worst(r.level for r in found), found) if found else OK
+
+
+def _lost(chip: ChipSample, reason: str) -> Reason:
+    off_bus = (chip.pcie is not None and not chip.pcie.present) or "ff ff" in reason
+    label = chip.identity.label
+    detail = f"{label} ({chip.identity.bus_id or 'no Bus-Id'}): {reason}; jobs on it have failed."
+    return Reason(ReasonKind.DEVICE_LOST, Level.CRITICAL, "off the PCIe bus" if off_bus else "lost", detail)
+
+
+def _stale(chip: ChipSample) -> Reason:
+    note = next(n for n in chip.notes.values() if n.status is MetricStatus.STALE)
+    detail = f"{chip.identity.label}'s values are not current ({note.reason}): it cannot be judged now."
+    return Reason(ReasonKind.STALE, Level.UNKNOWN, "values stale", detail)
+
+
+def _health(chip: ChipSample) -> Reason:
+    label, query = chip.identity.label, health_query(chip)
+    if chip.health is Health.UNKNOWN:
+        detail = f"the chip source gives no health for {label}: it may be starting or failing; run {query}."
+        return Reason(ReasonKind.HEALTH, Level.UNKNOWN, "health unknown", detail)
+    text = chip.health.value
+    if chip.errors:
+        more = len(chip.errors) - 1
+        text += f" {chip.errors[0].text}" + (f" (+{more} code{'s' if more > 1 else ''})" if more else "")
+        codes = ", ".join(f"{e.code} ({e.meaning})" if e.meaning else e.code for e in chip.errors)
+        why = f"error {codes}; {query} shows the report"
+    else:
+        why = f"{query} gives the error code"
+    detail = (
+        f"{label} reports {chip.health.value} health: {why}; "
+        "check `dmesg` and move jobs off a chip in Alarm or Critical."
+    )
+    return Reason(ReasonKind.HEALTH, chip.health.level, text, detail)
+
+
+def _temperature(chip: ChipSample, thresholds: Thresholds) -> Optional[Reason]:
+    level = temperature_level(chip, thresholds)
+    if level is Level.OK:
+        return None
+    value = fresh(chip, "temperature_c")
+    warning_c, critical_c = thresholds.temperature_limits_c(chip.identity.name)
+    critical = level is Level.CRITICAL
+    limit = critical_c if critical else warning_c
+    text = f"{value:g} °C ({'critical limit' if critical else 'limit'} {limit:g} °C)"
+    detail = (
+        f"{chip.identity.label} is at {value:g} °C, "
+        + (f"past the {critical_c:g} °C critical limit" if critical else f"above the {warning_c:g} °C")
+        + " from which it risks throttling (lower clocks, slower steps): check this slot's fans and "
+        "airflow and the server's inlet temperature."
+    )
+    return Reason(ReasonKind.TEMPERATURE, level, text, detail)
+
+
+def _held(chip: ChipSample, held: HeldMemory, in_container: bool) -> Reason:
+    label = chip.identity.label
+    elsewhere = (
+        " or a process in another container (npu-smi lists only this container's processes)"
+        if in_container
+        else ""
+    )
+    detail = (
+        f"no process is listed on {label} but {held.used_mib:.0f} MiB of {held.kind} are in use "
+        f"(idle is about {held.idle_mib:.0f} MiB): leaked or zombie memory from a process that died without "
+        f"freeing it{elsewhere}; find holders with `fuser -v /dev/davinci*`."
+    )
+    text = f"{held.used_mib / 1024:.1f} GiB {held.kind} held, no process"
+    return Reason(ReasonKind.HBM_HELD, Level.WARNING, text, detail)
+
+
+def _pcie(chip: ChipSample, link: PcieLink) -> Reason:
+    return Reason(ReasonKind.PCIE_DEGRADED, Level.WARNING, f"PCIe {link.describe()}", pcie_detail(chip, link))
+
+
+def pcie_detail(chip: ChipSample, link: PcieLink) -> str:
+    """What a link below its maximum means for ``chip`` and what to check."""
+    label = chip.identity.label
+    where = f" (`lspci -vv -s {chip.identity.bus_id}`)" if chip.identity.bus_id else ""
+    if link.narrow:
+        return (
+            f"{label}'s PCIe link trained at {link.describe()}: host↔device copies run slower; reseat "
+            f"the card, check the slot or riser and the BIOS link settings{where}."
+        )
+    # A lower speed alone can be link power management at idle; it matters under load.
+    return (
+        f"{label}'s PCIe link runs at {link.describe()}: link power saving at idle can do this, but if it "
+        f"stays under load host↔device copies are slower; check the slot and BIOS settings{where}."
+    )
