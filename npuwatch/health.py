@@ -501,6 +501,7 @@ def _run_selftest(
         summary = {"status": "skip", "exit_code": 1, "summary": skip_reason}
         return summary, [Problem(Reason.SELFTEST, f"self-test skipped: {_clip(skip_reason)}", skip_reason)]
     from npuwatch.selftest import run_selftest
+    from npuwatch.selftest.report_json import to_dict
 
     report = run_selftest(
         devices="all",
@@ -508,7 +509,7 @@ def _run_selftest(
         environ=None if sysroot is None else sysroot.environ,
         sysroot=sysroot,
     )
-    summary = report.to_dict()
+    summary = to_dict(report)
     status = report.status.value
     if status in ("pass", "warn"):
         return summary, []

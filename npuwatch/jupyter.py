@@ -213,7 +213,9 @@ def _selftest(args: argparse.Namespace, source: Dict[str, Any]) -> Any:
         root=source["root"],
     )
     if args.json:
-        print(json.dumps(result.report.to_dict(), indent=2))
+        from npuwatch.selftest.report_json import to_dict
+
+        print(json.dumps(to_dict(result.report), indent=2))
         return None
     return result
 

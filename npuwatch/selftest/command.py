@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             if progress:
                 progress.clear()
     if as_json:
-        print(json.dumps(report.to_dict(), indent=2))
+        from npuwatch.selftest.report_json import to_dict
+
+        print(json.dumps(to_dict(report), indent=2))
     else:
         from npuwatch.selftest.render import render_report
 

@@ -1,4 +1,4 @@
-"""Provides SelftestReport: per-device step results, the exit code, and the ``npuwatch/selftest/v1`` JSON."""
+"""Provides SelftestReport: per-device step results and the exit code (its JSON: ``report_json.to_dict``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from npuwatch.probes.runtime.protocol import Step, StepStatus
-
-SCHEMA = "npuwatch/selftest/v1"
 
 #: Worst first: a device's or the report's status is the worst of its parts.
 _SEVERITY = (StepStatus.FAIL, StepStatus.ERROR, StepStatus.WARN, StepStatus.SKIP, StepStatus.PASS)
@@ -112,9 +110,3 @@ class SelftestReport:
         tested = [run for run in self.runs if run.device is not None]
         head = f"{len(tested)} device{'s' if len(tested) != 1 else ''}" if tested else "no device tested"
         return f"{head}: {', '.join(parts)}" if parts else head
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The ``npuwatch/selftest/v1`` JSON object."""
-        from npuwatch.selftest.report_json import report_to_dict
-
-        return report_to_dict(self)

@@ -1,17 +1,16 @@
-"""Provides report_to_dict(): a SelftestReport as ``npuwatch/selftest/v1`` JSON (fields only ever added)."""
+"""Provides to_dict(): a SelftestReport as ``npuwatch/selftest/v1`` JSON (fields only ever added)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import Any, Dict, Optional
 
-if TYPE_CHECKING:
-    from npuwatch.selftest.report import DeviceRun, SelftestReport, StepError, StepResult
+from npuwatch.selftest.report import DeviceRun, SelftestReport, StepError, StepResult
+
+SCHEMA = "npuwatch/selftest/v1"
 
 
-def report_to_dict(report: SelftestReport) -> Dict[str, Any]:
+def to_dict(report: SelftestReport) -> Dict[str, Any]:
     """The whole report; ``exit_code`` and ``status`` are the verdict, ``devices`` the runs in order."""
-    from npuwatch.selftest.report import SCHEMA
-
     return {
         "schema": SCHEMA,
         "status": report.status.value,

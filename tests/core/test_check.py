@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -480,8 +479,11 @@ def test_selftest_without_a_runtime_is_unhealthy(machine, fake_runtime, capsys):
 
 def test_selftest_with_warnings_is_healthy(machine, monkeypatch, capsys):
     cat_capture(machine, "001")
-    report = types.SimpleNamespace(status=types.SimpleNamespace(value="warn"))
-    report.to_dict = lambda: {"schema": "npuwatch/selftest/v1", "status": "warn"}
+    from npuwatch.probes.runtime.protocol import Step, StepStatus
+    from npuwatch.selftest import DeviceRun, SelftestReport, StepResult
+
+    warned = StepResult(Step.SET_DEVICE, StepStatus.WARN, 0.1, "slow", warnings=("slow",))
+    report = SelftestReport("quick", "auto", "all", (DeviceRun(0, "acl", (warned,), 0.1),), 0.1, 60.0)
     calls = []
 
     def run_selftest(**kwargs):

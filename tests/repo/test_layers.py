@@ -103,7 +103,6 @@ PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {
     ("npuwatch.sampler_options", "npuwatch.wiring"): "feeds helper: both become npuwatch/feeds.py",
     ("npuwatch.jupyter", "npuwatch.cli"): "feeds helper: the notebook stops importing the CLI",
     ("npuwatch.probes.simulator.machine", "npuwatch.probes.simulator"): "layers helper",
-    ("npuwatch.selftest.report_json", "npuwatch.selftest.report"): "layers helper",
     ("npuwatch.probes.runtime.acl_measure", "npuwatch.probes.runtime.acl_backend"): "layers helper",
     ("npuwatch.widgets.tui.detail_screen", "npuwatch.widgets.tui.app"): "layers helper",
 }

@@ -6,6 +6,7 @@ import pytest
 
 from npuwatch.probes.runtime.protocol import MAIN_STEPS, Step, StepStatus
 from npuwatch.selftest import run_selftest
+from npuwatch.selftest.report_json import to_dict
 from tests.selftest.helpers import child_pids, fake_env, ledgers, live_members, unbalanced
 
 ALL_STEPS = [Step.IMPORT, *MAIN_STEPS, Step.CLEANUP]
@@ -14,7 +15,7 @@ ALL_STEPS = [Step.IMPORT, *MAIN_STEPS, Step.CLEANUP]
 def test_pass_reports_every_step_with_timings_and_rates(tmp_path):
     report = run_selftest(devices=[0], environ=fake_env(tmp_path), timeout_s=30)
     (run,) = report.runs
-    assert report.exit_code == 0, report.to_dict()
+    assert report.exit_code == 0, to_dict(report)
     assert run.device == 0 and run.backend == "acl"
     assert [r.step for r in run.steps] == ALL_STEPS
     assert all(r.status is StepStatus.PASS for r in run.steps)
@@ -90,7 +91,7 @@ def test_each_fault_names_the_step_explains_the_code_and_cleans_up(tmp_path, fau
     report = run_selftest([0], environ=fake_env(tmp_path, NPUWATCH_FAKE_FAULT=fault), timeout_s=30)
     (run,) = report.runs
     failed = [r for r in run.steps if r.status is StepStatus.FAIL]
-    assert [r.step for r in failed] == [step], report.to_dict()
+    assert [r.step for r in failed] == [step], to_dict(report)
     error = failed[0].error
     assert (error.code, error.name) == (code, name)
     assert error.meaning and in_fix in error.fix
@@ -217,7 +218,7 @@ def test_full_level_sweeps_sizes(tmp_path):
     env = fake_env(tmp_path, NPUWATCH_FAKE_GBPS="h2d=40,d2h=40,d2d=400,kernel=2000")
     report = run_selftest([0], level="full", environ=env, timeout_s=120)
     run = report.runs[0]
-    assert report.exit_code == 0, report.to_dict()
+    assert report.exit_code == 0, to_dict(report)
     sizes = run.result(Step.COPY_H2D).metrics["sizes"]
     assert [s["size_bytes"] >> 20 for s in sizes] == [1, 4, 16, 64, 256]
     assert all(len(s["samples_ms"]) == 5 for s in sizes)

@@ -14,6 +14,7 @@ from npuwatch.probes.runtime.plan import MIB, Plan, copy_block, kernel_inputs, p
 from npuwatch.probes.runtime.protocol import Level, Step, StepStatus
 from npuwatch.selftest.render import render_report
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepError, StepResult
+from npuwatch.selftest.report_json import to_dict
 
 
 def test_the_real_loader_uses_ctypes_and_names_every_library_it_tried():
@@ -87,6 +88,6 @@ def test_text_in_ascii_explains_and_collapses_what_did_not_run():
 
 
 def test_json_round_trips():
-    data = json.loads(json.dumps(_report().to_dict()))
+    data = json.loads(json.dumps(to_dict(_report())))
     assert data["devices"][0]["steps"][1]["error"]["code"] == 507033
     assert data["exit_code"] == 2

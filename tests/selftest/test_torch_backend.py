@@ -6,6 +6,7 @@ import pytest
 
 from npuwatch.probes.runtime.protocol import MAIN_STEPS, Step, StepStatus
 from npuwatch.selftest import run_selftest
+from npuwatch.selftest.report_json import to_dict
 from tests.selftest.helpers import child_pids, fake_env, ledgers, live_members, unbalanced
 
 TORCH_KINDS = ("device_mem", "host_mem")  # torch_npu never resets a device; tensors are what it holds
@@ -14,7 +15,7 @@ TORCH_KINDS = ("device_mem", "host_mem")  # torch_npu never resets a device; ten
 def test_pass_reports_every_step(tmp_path):
     report = run_selftest([1], backend="torch", environ=fake_env(tmp_path), timeout_s=30)
     (run,) = report.runs
-    assert report.exit_code == 0, report.to_dict()
+    assert report.exit_code == 0, to_dict(report)
     assert run.backend == "torch" and run.device == 1
     assert [r.step for r in run.steps] == [Step.IMPORT, *MAIN_STEPS, Step.CLEANUP]
     assert all(r.status is StepStatus.PASS for r in run.steps)
