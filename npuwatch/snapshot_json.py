@@ -7,6 +7,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from npuwatch.judge.rules import Judgement, judge_snapshot
 from npuwatch.model import (
     CHIP_METRICS,
     SCHEMA,
@@ -44,6 +45,7 @@ _HOST_FIELDS = ("hostname", "cpu_percent", "memory_used_bytes", "memory_total_by
 
 def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
     """The snapshot as plain JSON-ready data, in the schema's field order."""
+    judged = judge_snapshot(snapshot)
     return {
         "schema": SCHEMA,
         "taken_at": snapshot.taken_at.isoformat(),
@@ -54,7 +56,7 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
             "firmware": snapshot.versions.firmware,
             "cann": snapshot.versions.cann,
         },
-        "chips": [_chip_dict(chip) for chip in snapshot.chips],
+        "chips": [_chip_dict(chip, judged[chip.identity.key]) for chip in snapshot.chips],
         "processes": [_process_dict(p) for p in snapshot.processes],
         "host": None if snapshot.host is None else _host_dict(snapshot.host),
         "warnings": list(snapshot.warnings),
@@ -100,7 +102,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _chip_dict(chip: ChipSample) -> Dict[str, Any]:
+def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
     out: Dict[str, Any] = {name: getattr(chip.identity, name) for name in _IDENTITY_FIELDS}
     out["health"] = chip.health.value
     out.update({metric: getattr(chip, metric) for metric in CHIP_METRICS})
@@ -109,6 +111,9 @@ def _chip_dict(chip: ChipSample) -> Dict[str, Any]:
     out["metric_notes"] = {name: note.reason for name, note in chip.notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
     out["error_codes"] = [{"code": e.code, "text": e.meaning} for e in chip.errors]  # DESIGN §2.2
+    out["lost_reason"] = chip.lost_reason
+    # The judge's verdict (DESIGN §2.2): derived, so reading a snapshot back judges it again.
+    out["judgement"] = {"level": judgement.level.value, "reasons": list(judgement.texts)}
     return out
 
 
@@ -222,6 +227,7 @@ def _chip_from(data: Mapping[str, Any]) -> ChipSample:
         notes=notes,
         pcie=None if pcie is None else _pcie_from(_dict(pcie, "pcie")),
         errors=tuple(_error_from(_dict(e, "an error code")) for e in _list(data, "error_codes")),
+        lost_reason=_text(data, "lost_reason"),
         **metrics,
     )
 

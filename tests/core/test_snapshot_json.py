@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from npuwatch import snapshot_json
+from npuwatch.judge import judge_chip
 from npuwatch.model import (
     CHIP_METRICS,
     ChipIdentity,
@@ -107,6 +108,9 @@ def test_document_matches_the_design_contract():
     assert chip["power_w"] is None and chip["unavailable"]["power_w"] == "npu-smi prints '-'"
     assert chip["npu_util_percent"] is None and "npu_util_percent" in chip["unavailable"]
     assert chip["aicore_percent"] == 0  # a real 0 stays a number
+    # Stale values cannot be judged: the judge says unknown, and why.
+    assert chip["judgement"] == {"level": "unknown", "reasons": ["PCIe x8 of x16", "values stale"]}
+    assert chip["lost_reason"] is None
     assert "temperature_c" not in chip["unavailable"]  # stale is a number with a status
     assert chip["metric_status"]["temperature_c"] == "stale"
     assert chip["pcie"]["current_width"] == 8
@@ -119,7 +123,7 @@ def test_every_null_metric_has_a_reason_for_every_capture():
     for path in sorted(DATA.glob("*.txt")):
         table = parse_info(path.read_text(errors="replace"))
         for chip in table.chips:
-            doc = snapshot_json._chip_dict(chip)
+            doc = snapshot_json._chip_dict(chip, judge_chip(chip))
             nulls = {k for k in CHIP_METRICS if doc[k] is None}
             assert nulls == set(doc["unavailable"]), (path.name, chip.identity)
 
