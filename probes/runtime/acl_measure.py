@@ -6,7 +6,7 @@ import ctypes
 import time
 from typing import Callable, Dict, List, Optional
 
-from npuwatch.probes.runtime.acl_backend import AclSession
+from npuwatch.probes.runtime.acl_session import AclSession
 from npuwatch.probes.runtime.aclnn import Aclnn, AclnnCallError, AclnnUnavailableError, open_libraries
 from npuwatch.probes.runtime.plan import (
     CORRUPTION_HINT,

@@ -100,10 +100,7 @@ CORE_ENTRY_MODULES = frozenset(
 #: An import edge (importer, imported) closing a cycle → who removes it.  The cycle check runs
 #: on the graph without these edges, so any other cycle still fails.
 PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {
-    ("npuwatch.sampler_options", "npuwatch.wiring"): "feeds helper: both become npuwatch/feeds.py",
-    ("npuwatch.jupyter", "npuwatch.cli"): "feeds helper: the notebook stops importing the CLI",
     ("npuwatch.probes.simulator.machine", "npuwatch.probes.simulator"): "layers helper",
-    ("npuwatch.probes.runtime.acl_measure", "npuwatch.probes.runtime.acl_backend"): "layers helper",
     ("npuwatch.widgets.tui.detail_screen", "npuwatch.widgets.tui.app"): "layers helper",
 }
 #: "(view module) imports forbidden module" → who removes it.
