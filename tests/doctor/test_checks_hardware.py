@@ -6,6 +6,7 @@ import re
 
 from npuwatch.doctor.checks import chip_health, device_permissions, hbm_held, pci_devices, pcie_link
 from npuwatch.doctor.result import Group, Status
+from npuwatch.judge import Thresholds
 from tests.conftest import capture_text
 from tests.doctor.machines import TestMachine, simulated
 
@@ -190,8 +191,8 @@ def test_hbm_held_warns_on_memory_held_with_no_process(tmp_path):
 
 
 def test_hbm_held_threshold_is_idle_allowance_plus_two_gib(tmp_path):
-    assert hbm_held.idle_allowance_mib(32768) == 4096
-    assert hbm_held.idle_allowance_mib(98304) == 6144
+    assert Thresholds().idle_allowance_mib(32768) == 4096
+    assert Thresholds().idle_allowance_mib(98304) == 6144
     tm = simulated(tmp_path)
     tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", 6143))
     assert tm.run(hbm_held.CHECK).status is Status.PASS
@@ -272,7 +273,7 @@ def test_pcie_link_passes_at_full_speed_and_width(tmp_path):
 def test_pcie_link_warns_on_the_degraded_scenario(tmp_path):
     finding = simulated(tmp_path, "pcie-degraded").run(pcie_link.CHECK)
     assert finding.status is Status.WARN
-    assert finding.summary == "0000:02:00.0 PCIe link runs at x8 of x16, 16 GT/s of 32 GT/s"
+    assert finding.summary == "0000:02:00.0 PCIe link runs at x8 of x16, 16 of 32 GT/s"
     assert "reseat the card" in finding.hint
     assert "BIOS" in finding.hint
     assert "`lspci -vv -s 0000:02:00.0 | grep -e LnkCap -e LnkSta`" in finding.hint
@@ -290,7 +291,7 @@ def test_pcie_link_notes_a_slot_that_limits_the_link(tmp_path):
     finding = tm.run(pcie_link.CHECK)
     assert finding.status is Status.WARN
     assert finding.summary == (
-        "0000:c1:00.0 PCIe link runs at 16 GT/s of 32 GT/s "
+        "0000:c1:00.0 PCIe link runs at 16 of 32 GT/s "
         "(the slot's port 0000:c0:01.0 supports at most 16 GT/s)"
     )
     assert finding.hint.startswith("the slot, not the card, limits the link")
@@ -303,7 +304,7 @@ def test_pcie_link_speed_alone_may_be_power_saving(tmp_path):
     )
     finding = tm.run(pcie_link.CHECK)
     assert finding.status is Status.WARN
-    assert "2.5 GT/s of 32 GT/s" in finding.summary
+    assert "2.5 of 32 GT/s" in finding.summary
     assert "power saving at idle" in finding.hint
 
 

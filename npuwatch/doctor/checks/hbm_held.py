@@ -9,19 +9,14 @@ from npuwatch.doctor.checks import device_permissions
 from npuwatch.doctor.checks.container_mounts import physical_ids
 from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, passed, skipped, warned
+from npuwatch.judge.rules import held_memory
 from npuwatch.model import ChipSample, NpuProcess
-
-#: What the driver holds on an idle chip: ~2.6 GiB on 32 GiB 910B4 (capture 022), ~3.3 GiB on
-#: 64 GiB 910B/A3 (003, 093, 100), 4.7 GiB on 96 GiB 950DT (037) — under 1/16 of the total or
-#: 4 GiB.  Memory counts as held when it exceeds that allowance by 2 GiB more: the same rule as
-#: the live view's hbm-held alert (npuwatch/alerts.py AlertTracker), so both agree.
-IDLE_FLOOR_MIB = 4096
-IDLE_FRACTION = 1 / 16
-HELD_MIN_MIB = 2048
 
 
 @dataclass(frozen=True)
 class _Held:
+    """A chip and the memory it holds with no process (the judge's rule, ``npuwatch.judge``)."""
+
     chip: ChipSample
     memory: str  # "HBM" or "memory"
     used_mib: int
@@ -35,24 +30,12 @@ class _Owner:
     name: Optional[str]
 
 
-def idle_allowance_mib(total_mib: int) -> int:
-    """What an idle chip with ``total_mib`` of memory may hold: max(4 GiB, total / 16)."""
-    return int(max(IDLE_FLOOR_MIB, total_mib * IDLE_FRACTION))
-
-
 def _held(chip: ChipSample) -> Optional[_Held]:
-    name = (chip.identity.name or "").strip()
-    hbm = bool(chip.hbm_total_mib)
-    if not hbm and name.startswith("310B"):
-        return None  # an SoC's Memory-Usage is the board's RAM shared with Linux (039: 1797 of 3513 MiB idle)
-    used = chip.hbm_used_mib if hbm else chip.memory_used_mib
-    total = chip.hbm_total_mib if hbm else chip.memory_total_mib
-    if used is None or not total:
+    """The memory ``chip`` holds with no process, by the same rule as the live view's alert."""
+    found = held_memory(chip, ())
+    if found is None:
         return None
-    idle = idle_allowance_mib(total)
-    if used - idle < HELD_MIN_MIB:
-        return None
-    return _Held(chip, "HBM" if hbm else "memory", used, total, idle)
+    return _Held(chip, found.kind, int(found.used_mib), found.total_mib, found.idle_mib)
 
 
 def _owner(machine: Machine, pid: int) -> Optional[_Owner]:

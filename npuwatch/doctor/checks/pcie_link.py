@@ -13,31 +13,9 @@ def _gt_s(value: Optional[float]) -> str:
     return "?" if value is None else f"{value:g} GT/s"
 
 
-def _narrow(function: PciFunction) -> bool:
-    link = function.link
-    return (
-        link.current_width is not None and link.max_width is not None and link.current_width < link.max_width
-    )
-
-
-def _slow(function: PciFunction) -> bool:
-    link = function.link
-    return (
-        link.current_speed_gt_s is not None
-        and link.max_speed_gt_s is not None
-        and link.current_speed_gt_s < link.max_speed_gt_s
-    )
-
-
 def describe(function: PciFunction) -> str:
-    """``x8 of x16, 16 GT/s of 32 GT/s`` (only the parts below their maximum)."""
-    link = function.link
-    parts = []
-    if _narrow(function):
-        parts.append(f"x{link.current_width} of x{link.max_width}")
-    if _slow(function):
-        parts.append(f"{_gt_s(link.current_speed_gt_s)} of {_gt_s(link.max_speed_gt_s)}")
-    return ", ".join(parts)
+    """``x8 of x16, 16 of 32 GT/s`` (only the parts below their maximum), as the live views say it."""
+    return function.link.describe()
 
 
 def _slot_limit(function: PciFunction) -> Optional[str]:
@@ -114,7 +92,7 @@ def _hint(degraded: List[PciFunction]) -> str:
         "host↔device copies run slower: reseat the card, check the slot, riser and cables, and the BIOS PCIe "
         f"settings (link speed Auto or the card's generation); inspect with {inspect}"
     )
-    if not any(_narrow(f) for f in degraded):
+    if not any(f.link.narrow for f in degraded):
         hint += "; a lower speed alone can be link power saving at idle: check again while a job runs"
     return hint
 
