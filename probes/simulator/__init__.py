@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from npuwatch.probes.simulator.default import DEFAULT_SCENARIO
+
 if TYPE_CHECKING:
     from npuwatch.probes.simulator.catalog import list_scenarios
     from npuwatch.probes.simulator.machine import Simulation
 
 __all__ = ["DEFAULT_SCENARIO", "Simulation", "list_scenarios"]
-
-#: The scenario `--demo` runs when none is named: an 8×910B3 node training a model.
-DEFAULT_SCENARIO = "910b-training"
 
 
 def __getattr__(name: str) -> Any:

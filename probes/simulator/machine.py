@@ -13,8 +13,8 @@ from typing import Dict, Optional, Tuple, Type, Union
 
 from npuwatch.model import ProcessHostInfo
 from npuwatch.probes.host import FoundProcess
-from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.probes.simulator.catalog import get_scenario, list_scenarios
+from npuwatch.probes.simulator.default import DEFAULT_SCENARIO
 from npuwatch.probes.simulator.dynamics import process_cpu_percent
 from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
 from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario, Versions
