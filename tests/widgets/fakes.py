@@ -76,7 +76,7 @@ def capture_snapshot(number: str, *, health: Optional[dict] = None) -> Snapshot:
 
 
 class FakeSampler:
-    """A SamplerLike that replays fixed snapshots (the last one repeats) and counts its calls."""
+    """A SnapshotFeed that replays fixed snapshots (the last one repeats) and counts its calls."""
 
     def __init__(
         self,

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from rich.text import Text
 from textual import on
@@ -21,9 +21,7 @@ from textual.message import Message
 from textual.widgets import Footer, Input, Static
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
-from npuwatch.chip_details import ChipDetails
 from npuwatch.crash import EXIT_INTERNAL, crash_line
-from npuwatch.history import History
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
 from npuwatch.replay import ReplaySampler
 from npuwatch.text_safety import inert
@@ -35,6 +33,9 @@ from npuwatch.widgets.tui.host_panel import HostPanel
 from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.messages import SamplerFailed, SnapshotReady
 from npuwatch.widgets.tui.processes import ProcessTable
+
+if TYPE_CHECKING:
+    from npuwatch.feed import SnapshotFeed
 
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -51,20 +52,6 @@ PROCESS_MIN_ROWS = 6
 CHIP_MIN_ROWS = 3
 #: The header names how long samples take once they take this many times the interval (the real pace).
 SLOW_SAMPLE_FACTOR = 1.2
-
-
-class SamplerLike(Protocol):
-    """What the dashboard needs from ``npuwatch.sampler.Sampler`` (tests pass fakes)."""
-
-    interval_s: float
-    history: History
-
-    @property
-    def label(self) -> str: ...
-
-    def sample(self) -> Snapshot: ...
-
-    def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +190,7 @@ class NpuwatchApp(App[None]):
         Binding("greater_than_sign", "speed(1)", "Faster replay", tooltip="replay: play faster"),
     ]
 
-    def __init__(self, sampler: SamplerLike, banner: str = "") -> None:
+    def __init__(self, sampler: SnapshotFeed, banner: str = "") -> None:
         super().__init__()
         self.sampler = sampler
         self.banner = banner

@@ -26,7 +26,7 @@ from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 
 if TYPE_CHECKING:
-    from npuwatch.widgets.tui.app import SamplerLike
+    from npuwatch.feed import SnapshotFeed
 
 #: SoC families whose memory is DDR (no HBM): the 310 line.  The 910 family and the 950 have HBM.
 DDR_SOCS = ("ascend310", "ascend310p", "ascend310b")
@@ -63,7 +63,7 @@ class DetailScreen(Screen[None]):
     # The scroll area takes the focus, so PageUp/PageDown/Home/End and the arrows scroll it.
     AUTO_FOCUS = "VerticalScroll"
 
-    def __init__(self, key: Tuple[int, int], snapshot: Snapshot, sampler: SamplerLike) -> None:
+    def __init__(self, key: Tuple[int, int], snapshot: Snapshot, sampler: SnapshotFeed) -> None:
         super().__init__()
         self.key = key
         self.snapshot = snapshot
@@ -240,7 +240,7 @@ def pcie_text(chip: ChipSample) -> Text:
     return text
 
 
-def graphs(sampler: SamplerLike, chip: ChipSample, width: int) -> RenderableType:
+def graphs(sampler: SnapshotFeed, chip: ChipSample, width: int) -> RenderableType:
     """Large history graphs (4 rows each) for the metrics this chip has and reports."""
     has = {metric for row in metric_rows(chip) for metric in row.metrics}
     parts: List[RenderableType] = []
