@@ -291,6 +291,15 @@ class ProbeReport:
 
 
 @dataclass(frozen=True)
+class OwnMemory:
+    """This process's torch_npu caching-allocator figures on one chip (the notebook's "this kernel")."""
+
+    torch_device: int  # the torch device index (``npu:0``): the runtime's logical device
+    allocated_bytes: int
+    reserved_bytes: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything npuwatch knows at one instant: the unit every view renders and every check judges."""
 

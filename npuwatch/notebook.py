@@ -136,6 +136,7 @@ def show(
     view switches between them.
     """
     from npuwatch.live_text import demo_fallback
+    from npuwatch.probes.torch_memory import own_memory
     from npuwatch.widgets.notebook.live_view import LiveView, import_ipywidgets
     from npuwatch.widgets.notebook.view_model import resolve_layout
 
@@ -164,6 +165,7 @@ def show(
         banner=banner,
         hub=hub,
         layout=layout,
+        read_own_memory=own_memory,
     )
     _VIEWS.add(view)
     if wait_s > 0:

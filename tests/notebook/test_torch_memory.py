@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 
 from npuwatch.history import History
-from npuwatch.widgets.notebook import torch_memory
-from npuwatch.widgets.notebook.view_model import build_view
+from npuwatch.probes import torch_memory
+from npuwatch.widgets.notebook.own_memory import own_memory_text
+from npuwatch.widgets.view_model import build_view
 from tests.selftest.helpers import FAKES
 from tests.widgets.fakes import capture_snapshot
 
@@ -53,8 +54,10 @@ def test_own_allocator_figures_land_on_the_chip_of_torch_device_0(fake_torch_npu
     torch.npu.set_device(0)
     tensor = torch.empty(3 * 2**20, dtype=torch.uint8, device="npu:0")  # 3 MiB held
     snapshot = capture_snapshot("001")
-    found = torch_memory.own_memory(snapshot.chips)
-    assert set(found) == {(0, 0), (1, 0)}  # the fake runtime has two devices
+    figures = torch_memory.own_memory(snapshot.chips)
+    assert set(figures) == {(0, 0), (1, 0)}  # the fake runtime has two devices
+    assert (figures[(0, 0)].allocated_bytes, figures[(0, 0)].reserved_bytes) == (3 * 2**20, 4 * 2**20)
+    found = own_memory_text(figures, snapshot.chips)
     assert found[(0, 0)].startswith("npu:0 · 3.0 MiB allocated · 4.0 MiB reserved (torch_npu)")
     assert found[(1, 0)].startswith("npu:1 · 0 B allocated")
     share = 4 * 2**20 / (snapshot.chips[0].hbm_used_mib * 2**20)
@@ -74,8 +77,8 @@ def test_visible_devices_map_torch_indexes_to_logic_ids(fake_torch_npu, monkeypa
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "1,0")  # npu:0 is logic 1, npu:1 logic 0
     chips = capture_snapshot("001").chips
     found = torch_memory.own_memory(chips)
-    assert found[(1, 0)].startswith("npu:0 · 1.0 MiB allocated")
-    assert found[(0, 0)].startswith("npu:1 · 0 B allocated")
+    assert (found[(1, 0)].torch_device, found[(1, 0)].allocated_bytes) == (0, 2**20)
+    assert (found[(0, 0)].torch_device, found[(0, 0)].allocated_bytes) == (1, 0)
     assert torch_memory.logic_ids(3, {"ASCEND_RT_VISIBLE_DEVICES": "4,6"}) == {0: 4, 1: 6}
     del held
 
@@ -102,3 +105,31 @@ def test_a_broken_runtime_gives_no_figures():
             raise RuntimeError("ACL error 507033")
 
     assert torch_memory.read_own_memory(Broken()) == {}
+
+
+def test_the_live_view_shows_what_its_reader_finds_and_the_notebook_hands_it_the_probe(
+    needs_ipywidgets, hub_factory, snap_910b, monkeypatch
+):
+    from npuwatch.feeds import FeedOptions
+    from npuwatch.model import OwnMemory
+    from npuwatch.widgets.notebook.live_view import LiveView
+    from tests.notebook.helpers import wait_for
+
+    hub, _ = hub_factory([snap_910b])
+    options = FeedOptions(replay="fake.txt", interval_s=0.02)
+    reader = lambda chips: {chips[0].identity.key: OwnMemory(0, 2**20, 2**21)}  # noqa: E731
+    view = LiveView(options, interval_s=0.02, history_min=1, hub=hub, read_own_memory=reader)
+    try:
+        assert view.wait_first(30)
+        wait_for(lambda: view.state()["chips"][0]["own_memory"] is not None, "the figures")
+        assert view.state()["chips"][0]["own_memory"].startswith("npu:0 · 1.0 MiB allocated")
+    finally:
+        view.stop()
+    # The notebook command is what reads the hardware: it gives every live view the probe.
+    made = []
+    monkeypatch.setattr(LiveView, "__init__", lambda self, *a, **kw: made.append(kw) or None)
+    monkeypatch.setattr(LiveView, "wait_first", lambda self, wait_s: True)
+    from npuwatch import notebook
+
+    notebook.show(demo="idle", wait_s=0)
+    assert made[0]["read_own_memory"] is torch_memory.own_memory

@@ -104,10 +104,8 @@ PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {
 #: "(view module) imports forbidden module" → who removes it.
 PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
     "(npuwatch.widgets.format) imports npuwatch.probes.pci": "a pure PCIe generation table: to the model",
-    "(npuwatch.widgets.tui.detail_screen) imports npuwatch.probes.soc": "HBM-or-DDR chooser: presentation",
     "(npuwatch.widgets.tui.app) imports npuwatch.replay": "replay transport via the feed: feeds/perf",
     "(npuwatch.widgets.notebook.reports) imports npuwatch.probes.runtime.protocol": "layers helper",
-    "(npuwatch.widgets.notebook.torch_memory) imports npuwatch.doctor.checks": "layers helper: to probes",
 }
 
 

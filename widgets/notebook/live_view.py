@@ -24,7 +24,7 @@ from npuwatch.crash import crash_line
 from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
-from npuwatch.widgets.notebook.torch_memory import own_memory
+from npuwatch.widgets.notebook.own_memory import OwnMemoryReader, own_memory_text
 from npuwatch.widgets.notebook.view_model import ViewModel, build_view, resolve_layout
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class LiveView:
         banner: str = "",
         hub: Optional[SamplerHub] = None,
         layout: str = "auto",
+        read_own_memory: Optional[OwnMemoryReader] = None,
     ) -> None:
         widgets = import_ipywidgets()
         resolve_layout(layout, 0)  # a ValueError naming the choices, before any widget exists
@@ -86,6 +87,7 @@ class LiveView:
         self._first = threading.Event()
         self._stopped = False
         self._hub = hub or default_hub()
+        self._read_own_memory = read_own_memory  # this kernel's torch_npu figures (the notebook's reader)
 
         html = widgets.HTML
         source = self._source_label()
@@ -194,6 +196,12 @@ class LiveView:
         finally:
             self._first.set()
 
+    def _own_memory(self, snapshot: Snapshot) -> Optional[Dict[Tuple[int, int], str]]:
+        """This kernel's allocator figures as text by chip key; ``None`` without a reader."""
+        if self._read_own_memory is None:
+            return None
+        return own_memory_text(self._read_own_memory(snapshot.chips), snapshot.chips)
+
     def _render(self, snapshot: Snapshot) -> None:
         self.history.add(snapshot)
         self._host_cpu.append(snapshot.host.cpu_percent if snapshot.host is not None else None)
@@ -204,7 +212,7 @@ class LiveView:
             self.alerts,
             points=self.points,
             window=self.window,
-            own_memory=own_memory(snapshot.chips),
+            own_memory=self._own_memory(snapshot),
             host_cpu_series=tuple(self._host_cpu) if snapshot.host is not None else (),
             my_pid=os.getpid(),
         )

@@ -1,6 +1,6 @@
-"""Provides own_memory(): this kernel's torch_npu allocator figures, mapped onto npu-smi's chips.
+"""Provides own_memory(): this process's torch_npu allocator figures, mapped onto npu-smi's chips.
 
-"How much of this HBM is mine?"  Only when the kernel has already imported ``torch_npu`` (it is
+"How much of this HBM is mine?"  Only when the process has already imported ``torch_npu`` (it is
 never imported here: importing it initialises CANN, which takes seconds and device memory).
 
 Device mapping: a torch device index is the runtime's *logical* device, i.e. the position in
@@ -15,39 +15,12 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from npuwatch.model import ChipSample
-from npuwatch.widgets import format as fmt
+from npuwatch.model import ChipSample, OwnMemory
+from npuwatch.probes.visible_devices import RT_VISIBLE, parse_rt_visible
 
 ChipKey = Tuple[int, int]
-
-
-@dataclass(frozen=True)
-class OwnMemory:
-    """One torch device's caching-allocator figures in this process."""
-
-    torch_device: int
-    allocated_bytes: int
-    reserved_bytes: int
-
-    def text(self) -> str:
-        """``npu:0 · 1.5 GiB allocated · 2.0 GiB reserved (torch_npu)``."""
-        return (
-            f"npu:{self.torch_device} · {fmt.bytes_iec(self.allocated_bytes)} allocated · "
-            f"{fmt.bytes_iec(self.reserved_bytes)} reserved (torch_npu)"
-        )
-
-
-def _share(figure: OwnMemory, chip: ChipSample) -> str:
-    """`` · 4% of the HBM in use``: how much of what npu-smi shows is this kernel's."""
-    used_mib = chip.hbm_used_mib if chip.hbm_total_mib else chip.memory_used_mib
-    if not used_mib:
-        return ""
-    share = figure.reserved_bytes / (used_mib * 2**20)
-    memory = "HBM" if chip.hbm_total_mib else "memory"
-    return f" · {share:.0%} of the {memory} in use"
 
 
 def torch_npu_loaded() -> bool:
@@ -58,11 +31,9 @@ def torch_npu_loaded() -> bool:
 def logic_ids(device_count: int, environ: Optional[Mapping[str, str]] = None) -> Dict[int, int]:
     """torch device index → logic ID, as ``ASCEND_RT_VISIBLE_DEVICES`` maps them (CANN's reading)."""
     env = os.environ if environ is None else environ
-    value = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    value = env.get(RT_VISIBLE)
     if value is None:
         return {i: i for i in range(device_count)}
-    from npuwatch.doctor.checks.visible_devices import parse_rt_visible
-
     listed = parse_rt_visible(value).read
     return {i: listed[i] for i in range(min(device_count, len(listed)))}
 
@@ -92,8 +63,8 @@ def read_own_memory(npu: Any) -> Dict[int, OwnMemory]:
 
 def own_memory(
     chips: Sequence[ChipSample], environ: Optional[Mapping[str, str]] = None
-) -> Dict[ChipKey, str]:
-    """This kernel's allocator figures by chip key, as display text; {} without torch_npu."""
+) -> Dict[ChipKey, OwnMemory]:
+    """This process's allocator figures by the key of the chip they are on; {} without torch_npu."""
     if not torch_npu_loaded():
         return {}
     torch = sys.modules.get("torch")
@@ -102,10 +73,10 @@ def own_memory(
         return {}
     figures = read_own_memory(npu)
     mapping = logic_ids(len(figures), environ)
-    found: Dict[ChipKey, str] = {}
+    found: Dict[ChipKey, OwnMemory] = {}
     for index, figure in figures.items():
         logic = mapping.get(index)
         chip = None if logic is None else chip_for_logic(chips, logic)
         if chip is not None:
-            found[chip.identity.key] = figure.text() + _share(figure, chip)
+            found[chip.identity.key] = figure
     return found
