@@ -7,18 +7,19 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from npuwatch.feeds import FeedOptions, open_feed
     from npuwatch.model import Snapshot
     from npuwatch.sampler import Sampler
 
-__all__ = ["Sampler", "__version__", "snapshot"]
+__all__ = ["FeedOptions", "Sampler", "__version__", "open_feed", "snapshot"]
 
 
 def snapshot(**options: Any) -> Snapshot:
-    """Take one sample of this machine's NPUs (options as ``Sampler.create``)."""
-    from npuwatch.sampler import Sampler
+    """Take one sample of this machine's NPUs; ``options`` as ``FeedOptions`` (``demo=``, ``replay=`` …)."""
+    from npuwatch.feeds import FeedOptions, open_feed
 
-    with Sampler.create(**options) as sampler:
-        return sampler.sample()
+    with open_feed(FeedOptions(**options)) as feed:
+        return feed.sample()
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -36,11 +37,15 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    # `npuwatch.Sampler` without importing the sampler at `import npuwatch` time.
+    # `npuwatch.Sampler`, `npuwatch.open_feed` without importing them at `import npuwatch` time.
     if name == "Sampler":
         from npuwatch.sampler import Sampler
 
         return Sampler
+    if name in ("FeedOptions", "open_feed"):
+        from npuwatch import feeds
+
+        return getattr(feeds, name)
     if name == "notebook":  # `npuwatch.notebook.show()` after a plain `import npuwatch`
         import importlib
 

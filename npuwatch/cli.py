@@ -8,65 +8,21 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
-from npuwatch.option_values import seconds, speed_factor
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, scenario_listing, shared_options
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.text_safety import can_encode, guard_streams, inert
 
-if TYPE_CHECKING:
-    from npuwatch.feed import SnapshotFeed
-
 EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
-
-
-class UsageError(Exception):
-    """A bad option or value: exit 64 with the message."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         raise UsageError(message)
-
-
-def _devices(text: str) -> List[int]:
-    try:
-        ids = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NPU IDs like 0,1,3, got {text!r}") from None
-    if not ids or any(i < 0 for i in ids):
-        raise argparse.ArgumentTypeError(f"expected NPU IDs like 0,1,3, got {text!r}")
-    return ids
-
-
-def shared_options() -> _Parser:
-    """The options every reading command takes (DESIGN §2.1), on the main parser and each sub-command."""
-    shared = _Parser(add_help=False, argument_default=argparse.SUPPRESS)
-    group = shared.add_argument_group("data source")
-    group.add_argument("--interval", type=seconds, metavar="S", help="seconds between samples (default 1.0)")
-    group.add_argument(
-        "--demo",
-        nargs="?",
-        const=DEFAULT_SCENARIO,
-        metavar="SCENARIO",
-        help=f"run on a simulated machine (default scenario {DEFAULT_SCENARIO}; `--demo list` lists them)",
-    )
-    group.add_argument(
-        "--replay",
-        metavar="FILE",
-        help="play a recording (`npuwatch record`, NDJSON or .gz) or read a saved `npu-smi info` output",
-    )
-    group.add_argument(
-        "--speed", type=speed_factor, metavar="X", help="replay a recording X times faster (default 1)"
-    )
-    group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
-    group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
-    group.add_argument("--devices", type=_devices, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
-    group.add_argument("--timeout", type=seconds, metavar="S", help="limit for one npu-smi call (default 5)")
-    group.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
-    return shared
 
 
 #: Sub-commands whose options live beside their code: (module, help, description).  Only the
@@ -108,7 +64,7 @@ _LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
 
 def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The full command-line parser; ``words`` (argv) says which lazy command needs its options."""
-    shared = shared_options()
+    shared = _Parser(add_help=False, parents=[shared_options()])  # a _Parser, as sub-commands want
     parser = _Parser(
         prog="npuwatch",
         description="Watch, diagnose and health-check Huawei Ascend NPUs. "
@@ -145,20 +101,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     guard_streams()  # an ASCII stdout (C locale) prints stand-ins for ✔ ° ·, never UnicodeEncodeError
     try:
         args = parser.parse_args(words)
+        if getattr(args, "demo", None) in ("list", "help"):
+            sys.stdout.write(scenario_listing())
+            return 0
         if args.command in _LAZY_COMMANDS:
-            return _run_lazy(args)
+            return int(importlib.import_module(_LAZY_COMMANDS[args.command][0]).run(args))
         handler = _COMMANDS.get(args.command or "", _cmd_live)
         return handler(args)
-    except UsageError as exc:
-        print(f"npuwatch: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as exc:
-        # A contradiction found while wiring the source (`--speed` without a recording, a file
-        # that holds no snapshot): the modules name these `*UsageError`.
-        if not type(exc).__name__.endswith("UsageError"):
-            if verbose:
-                raise
-            return _internal_error(exc, words)
+    except UsageError as exc:  # every command's, the options' and the feed's (npuwatch.errors)
         print(f"npuwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -210,39 +160,13 @@ def _exit_cleanly_on_termination() -> None:
             signal.signal(getattr(signal, name), stop)
 
 
-def _sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
-    from npuwatch.sampler_options import SamplerUsageError, sampler_options
-
-    try:
-        return sampler_options(args)
-    except SamplerUsageError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def _check_scenario(name: str) -> None:
-    from npuwatch.sampler_options import SamplerUsageError, check_scenario
-
-    try:
-        check_scenario(name)
-    except SamplerUsageError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def _open_sampler(args: argparse.Namespace) -> SnapshotFeed:
-    from npuwatch.sampler_options import SamplerUsageError, open_feed
-
-    try:
-        return open_feed(args)
-    except SamplerUsageError as exc:
-        raise UsageError(str(exc)) from exc
-
-
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from npuwatch import snapshot_json
     from npuwatch.availability import no_data_reason
+    from npuwatch.feeds import open_feed
     from npuwatch.widgets.text import render_snapshot
 
-    with _open_sampler(args) as sampler:
+    with open_feed(FeedOptions.from_args(args)) as sampler:
         snapshot = sampler.sample()
     if getattr(args, "json", False):
         print(snapshot_json.dumps(snapshot, ensure_ascii=not can_encode(sys.stdout)))
@@ -255,24 +179,9 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return 1
 
 
-def _run_lazy(args: argparse.Namespace) -> int:
-    """Run a command whose module has ``run(args)``; its ``ValueError`` subclasses named
-    ``*UsageError`` become exit 64."""
-    module = importlib.import_module(_LAZY_COMMANDS[args.command][0])
-    demo = getattr(args, "demo", None)
-    if demo is not None:
-        _check_scenario(demo)
-    try:
-        return int(module.run(args))
-    except ValueError as exc:
-        if type(exc).__name__.endswith("UsageError"):
-            raise UsageError(str(exc)) from exc
-        raise
-
-
 def _cmd_live(args: argparse.Namespace) -> int:
     """The dashboard in a terminal; a plain refreshing text view when stdout is not one."""
-    options = _sampler_options(args)
+    options = FeedOptions.from_args(args)
     if getattr(args, "plain", False) or not sys.stdout.isatty():
         from npuwatch.live_text import run_live
 

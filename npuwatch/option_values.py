@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
+
+from npuwatch.errors import UsageError, VariableError
 
 #: The longest interval or timeout: a day.  Anything longer is a typo, and a sleep or a timer that
 #: long overflows the C clocks Python hands it to (``1e300`` was an "internal error").
 MAX_SECONDS = 86400.0
-
-
-class OptionUsageError(ValueError):
-    """A shared option or variable whose value cannot be used (the CLI's exit 64)."""
 
 
 def positive(text: str, expected: str, unit: str, maximum: float = math.inf) -> float:
@@ -54,37 +52,58 @@ def speed_factor(text: str) -> float:
     return positive(text, "a speed factor like 2 or 0.5", "as the speed factor")
 
 
+def parse_npu_ids(text: str) -> List[int]:
+    """NPU IDs like ``0,1,3`` (at least one, none negative); ``ValueError`` saying what was expected."""
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        ids = []
+    if not ids or any(i < 0 for i in ids):
+        raise ValueError(f"expected NPU IDs like 0,1,3, got {text!r}")
+    return ids
+
+
+def npu_ids(text: str) -> List[int]:
+    """An argparse type: ``--devices 0,1,3``."""
+    try:
+        return parse_npu_ids(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def env_seconds(environ: Mapping[str, str], name: str, default: float) -> float:
     """Seconds from the variable ``name`` (``NPUWATCH_TIMEOUT`` …), ``default`` when unset.
 
-    ``OptionUsageError`` names the variable when its value is not a number of seconds above 0 and
+    ``VariableError`` names the variable when its value is not a number of seconds above 0 and
     at most a day (NaN and infinity are not).
     """
     text = environ.get(name)
     if not text:
         return default
+    hint = f"unset it or give seconds, e.g. {name}=5"
     try:
         value = float(text)
     except ValueError:
-        raise OptionUsageError(f"{name}={text!r} is not a number of seconds") from None
+        raise VariableError(f"{name}={text!r} is not a number of seconds", name, hint) from None
     if not 0 < value < math.inf:
-        raise OptionUsageError(f"{name}={text!r} must be more than 0 seconds")
+        raise VariableError(f"{name}={text!r} must be more than 0 seconds", name, hint)
     if value > MAX_SECONDS:
-        raise OptionUsageError(f"{name}={text!r} must be at most {MAX_SECONDS:g} seconds (a day)")
+        raise VariableError(f"{name}={text!r} must be at most {MAX_SECONDS:g} seconds (a day)", name, hint)
     return value
 
 
 def machine_root(given: Optional[str], environ: Mapping[str, str]) -> str:
     """The folder the machine is read from: ``--root``, else ``NPUWATCH_ROOT``, else ``/``.
 
-    ``OptionUsageError`` names where a value that is not a folder came from (option or variable).
+    A value that is not a folder is a ``UsageError`` naming the option, or a ``VariableError``
+    naming the variable.
     """
-    if given:
-        root, named = given, f"--root {given}"
-    else:
-        root = environ.get("NPUWATCH_ROOT") or "/"
-        named = f"NPUWATCH_ROOT={root}"
+    root = given or environ.get("NPUWATCH_ROOT") or "/"
     if os.path.isdir(root):
         return root
     why = "not a directory" if os.path.exists(root) else "no such directory"
-    raise OptionUsageError(f"{named}: {why} (give the folder a machine's files are read from, such as /)")
+    advice = "give the folder a machine's files are read from, such as /"
+    if given:
+        raise UsageError(f"--root {given}: {why} ({advice})")
+    hint = "unset NPUWATCH_ROOT or point it at a machine root folder"
+    raise VariableError(f"NPUWATCH_ROOT={root}: {why} ({advice})", "NPUWATCH_ROOT", hint)

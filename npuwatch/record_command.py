@@ -11,9 +11,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
 
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
-from npuwatch.sampler_options import open_feed
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 
 
-class RecordUsageError(ValueError):
+class RecordUsageError(UsageError):
     """A bad ``record`` option: the CLI's exit 64."""
 
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise RecordUsageError(f"record {args.file}: the file already exists (pass --force to replace it)")
     limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
     # The source first: a bad --replay or --demo is a usage error before any file is made.
-    with open_feed(args) as feed:
+    with open_feed(FeedOptions.from_args(args)) as feed:
         try:
             writer = RecordingWriter(args.file, compress=True if args.gzip else None, overwrite=force)
         except RecordingExistsError as exc:  # made since the check above

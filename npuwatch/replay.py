@@ -11,11 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, FrozenSet, List, Optional, Union
 
-from npuwatch.chip_details import ChipDetails
+from npuwatch.chip_source import ChipDetails
 from npuwatch.history import History
 from npuwatch.model import Snapshot
 from npuwatch.recording import Recording, read_recording
-from npuwatch.sampler import HISTORY_S
 
 #: Speeds ``faster()``/``slower()`` step through.
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -50,8 +49,7 @@ class ReplaySampler:
         self._offsets_s: List[float] = [(s.taken_at - first).total_seconds() for s in recording.snapshots]
         gaps = [b - a for a, b in zip(self._offsets_s, self._offsets_s[1:]) if b > a]
         self.recorded_interval_s = statistics.median(gaps) if gaps else 1.0
-        capacity = max(900, math.ceil(HISTORY_S / max(self.recorded_interval_s, 0.001)))
-        self.history = History(capacity)
+        self.history = History.for_span(self.recorded_interval_s)
         self._lock = threading.Lock()
         self._speed = speed
         self._origin = clock()  # the clock reading at which position 0 plays

@@ -6,20 +6,18 @@ import argparse
 import json
 import os
 import sys
-from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from npuwatch.doctor.engine import DoctorReport, run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.registry import all_checks, select
-from npuwatch.doctor.result import CheckResult
-from npuwatch.option_values import env_seconds, machine_root
-from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, find_npu_smi
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.doctor.result import Check, CheckResult
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, MachineHandle, open_machine
 
 
-class DoctorUsageError(ValueError):
+class DoctorUsageError(UsageError):
     """A bad doctor option: the CLI turns it into exit 64."""
 
 
@@ -44,28 +42,30 @@ def _ids(text: str) -> Tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the doctor as the options say; returns 0 all pass, 1 warnings, 2 failures."""
-    checks = all_checks()
     if getattr(args, "list", False):
         from npuwatch.widgets.doctor_text import render_check_list
 
-        sys.stdout.write(render_check_list(checks))
+        sys.stdout.write(render_check_list(all_checks()))
         return 0
     if getattr(args, "replay", None) is not None:
         raise DoctorUsageError("doctor examines a machine: use --root DIR or --demo, not --replay")
-    try:
-        chosen = select(checks, getattr(args, "only", ()), getattr(args, "skip", ()))
-    except ValueError as exc:
-        raise DoctorUsageError(str(exc)) from None
+    options = FeedOptions.from_args(args)
+    chosen = choose_checks(getattr(args, "only", ()), getattr(args, "skip", ()))
     verbose = bool(getattr(args, "verbose", False))
-    with ExitStack() as stack:
-        machine, about = open_machine(args, stack, verbose)
-        progress = (
-            _Progress(len(chosen)) if sys.stderr.isatty() and not getattr(args, "json", False) else None
+    as_json = bool(getattr(args, "json", False))
+    progress = _Progress(len(chosen)) if sys.stderr.isatty() and not as_json else None
+    with open_machine(options) as handle:
+        report, about = diagnose(
+            handle,
+            options,
+            chosen,
+            verbose=verbose,
+            python=getattr(args, "python", None),
+            on_result=progress.step if progress else None,
         )
-        report = run_doctor(machine, chosen, on_result=progress.step if progress else None)
-        if progress:
-            progress.clear()
-    if getattr(args, "json", False):
+    if progress:
+        progress.clear()
+    if as_json:
         from npuwatch.doctor.report_json import to_dict
 
         print(json.dumps(to_dict(report, about), indent=2))
@@ -74,46 +74,31 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def open_machine(args: argparse.Namespace, stack: ExitStack, verbose: bool) -> Tuple[Machine, Dict[str, Any]]:
-    """The machine under diagnosis: a demo scenario's tree, ``--root``, or this machine."""
-    timeout_s = getattr(args, "timeout", None) or _env_timeout()
-    demo = getattr(args, "demo", None)
-    if demo is not None:
-        for other in ("root", "npu_smi"):
-            if getattr(args, other, None) is not None:
-                raise DoctorUsageError(
-                    f"--demo brings its own machine: it cannot be combined with --{other.replace('_', '-')}"
-                )
-        from npuwatch.probes.simulator import Simulation
-
-        sim = stack.enter_context(Simulation.start(demo))
-        sysroot = Sysroot(sim.root, environ=dict(sim.environ))
-        about: Dict[str, Any] = {
-            "demo": sim.scenario.name,
-            "root": str(sim.root),
-            "npu_smi": str(sim.npu_smi),
-        }
-        python = getattr(args, "python", None)
-        return Machine(sysroot, sim.npu_smi, timeout_s, verbose=verbose, python=python), about
+def choose_checks(only: Sequence[str], skip: Sequence[str]) -> Tuple[Check, ...]:
+    """The checks ``--only``/``--skip`` leave, in order; ``DoctorUsageError`` for an unknown ID."""
     try:
-        root = machine_root(getattr(args, "root", None), os.environ)
+        return select(all_checks(), tuple(only), tuple(skip))
     except ValueError as exc:
         raise DoctorUsageError(str(exc)) from None
-    sysroot = Sysroot(root)
-    npu_smi = find_npu_smi(sysroot, getattr(args, "npu_smi", None) or os.environ.get("NPUWATCH_NPU_SMI"))
-    about = {
-        "demo": None,
-        "root": str(Path(root)),
-        "npu_smi": None if npu_smi is None else str(npu_smi),
+
+
+def diagnose(
+    handle: MachineHandle,
+    options: FeedOptions,
+    checks: Sequence[Check],
+    *,
+    verbose: bool = False,
+    python: Optional[str] = None,
+    on_result: Optional[Callable[[CheckResult], None]] = None,
+) -> Tuple[DoctorReport, Dict[str, Any]]:
+    """Run ``checks`` on the opened machine; the report and what was examined (for its title and JSON)."""
+    machine = Machine(handle.sysroot, handle.npu_smi_path, options.timeout(), verbose=verbose, python=python)
+    about: Dict[str, Any] = {
+        "demo": handle.scenario,
+        "root": str(Path(handle.sysroot.root)),
+        "npu_smi": None if handle.npu_smi_path is None else str(handle.npu_smi_path),
     }
-    return Machine(sysroot, npu_smi, timeout_s, verbose=verbose, python=getattr(args, "python", None)), about
-
-
-def _env_timeout() -> float:
-    try:
-        return env_seconds(os.environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
-    except ValueError as exc:
-        raise DoctorUsageError(str(exc)) from None
+    return run_doctor(machine, checks, on_result=on_result), about
 
 
 def doctor_title(about: Dict[str, Any]) -> str:
@@ -151,9 +136,3 @@ class _Progress:
     def clear(self) -> None:
         sys.stderr.write("\r\x1b[2K")
         sys.stderr.flush()
-
-
-def machine_for(root: Optional[str] = None) -> Machine:
-    """A Machine for ``root`` (default ``/``) with npu-smi found as DESIGN §3 says (API use)."""
-    sysroot = Sysroot(root or "/")
-    return Machine(sysroot, find_npu_smi(sysroot), DEFAULT_TIMEOUT_S)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import signal
 import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
-from npuwatch.option_values import env_seconds
-from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, open_feed
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9492
@@ -21,7 +20,7 @@ DEFAULT_LISTEN = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 _LISTEN_FORMS = "give HOST:PORT, e.g. 127.0.0.1:9492, 0.0.0.0:9492, [::1]:9492, or :9492 for every interface"
 
 
-class ServeUsageError(ValueError):
+class ServeUsageError(UsageError):
     """A malformed ``--listen`` or contradicting options: the CLI's exit 64."""
 
 
@@ -76,12 +75,8 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM, SIGINT or SIGHUP; 0 then, 1 when the address cannot be bound."""
     listen_text = getattr(args, "listen", None)
     listen = parse_listen(DEFAULT_LISTEN if listen_text is None else listen_text)
-    timeout_s: Optional[float] = getattr(args, "timeout", None)
-    if timeout_s is None:
-        try:
-            timeout_s = env_seconds(os.environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
-        except ValueError as exc:
-            raise ServeUsageError(str(exc)) from exc
+    options = FeedOptions.from_args(args)
+    timeout_s = options.timeout()
     try:
         from npuwatch.exporter.server import Exporter
     except ImportError as exc:
@@ -91,14 +86,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    from npuwatch.sampler_options import open_feed
-
-    feed = open_feed(args)  # SamplerUsageError: exit 64 through the CLI
+    feed = open_feed(options)  # UsageError: exit 64 through the CLI
     try:
         try:
-            exporter = Exporter(
-                feed, listen.host, listen.port, timeout_s=timeout_s, devices=getattr(args, "devices", None)
-            )
+            exporter = Exporter(feed, listen.host, listen.port, timeout_s=timeout_s, devices=options.devices)
         except OSError as exc:
             print(f"npuwatch: cannot listen on {listen.display}: {_bind_problem(exc)}", file=sys.stderr)
             return 1

@@ -6,9 +6,10 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
-from npuwatch.option_values import machine_root, seconds
+from npuwatch.feeds import FeedOptions, open_machine
+from npuwatch.option_values import parse_npu_ids, seconds
 from npuwatch.selftest.orchestrate import DEFAULT_TIMEOUT_S, SelftestUsageError, run_selftest
 from npuwatch.selftest.report import DeviceRun, SelftestReport, StepResult
 
@@ -56,14 +57,11 @@ def _device(text: str) -> Union[str, List[int]]:
     if text.strip().lower() == "all":
         return "all"
     try:
-        ids = [int(part) for part in text.split(",") if part.strip()]
+        return parse_npu_ids(text)  # logical IDs, written as NPU IDs are
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a device ID like 0 (or 0,1) or all, got {text!r}"
         ) from None
-    if not ids or any(i < 0 for i in ids):
-        raise argparse.ArgumentTypeError(f"expected a device ID like 0 (or 0,1) or all, got {text!r}")
-    return ids
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,25 +73,24 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "replay", None) is not None:
         raise SelftestUsageError("selftest runs the runtime on this machine: it cannot use --replay")
     as_json = bool(getattr(args, "json", False))
-    if getattr(args, "demo", None) is not None:
-        report = demo_report(args)
+    options = FeedOptions.from_args(args)
+    level = getattr(args, "level", "quick")
+    backend = getattr(args, "backend", "auto")
+    timeout_s = getattr(args, "timeout_per_device", None) or options.timeout_s
+    if options.demo is not None:
+        report = demo_report(options.demo, level, backend, timeout_s)
     else:
-        from npuwatch.probes.sysroot import Sysroot
-
-        try:
-            root = machine_root(getattr(args, "root", None), os.environ)
-        except ValueError as exc:
-            raise SelftestUsageError(str(exc)) from None
         progress = _Progress() if sys.stderr.isatty() and not as_json else None
         try:
-            report = run_selftest(
-                devices=getattr(args, "selftest_device", "all"),
-                level=getattr(args, "level", "quick"),
-                backend=getattr(args, "backend", "auto"),
-                timeout_s=getattr(args, "timeout_per_device", None) or getattr(args, "timeout", None),
-                sysroot=Sysroot(root),
-                on_progress=progress.event if progress else None,
-            )
+            with open_machine(options) as machine:
+                report = run_selftest(
+                    devices=getattr(args, "selftest_device", "all"),
+                    level=level,
+                    backend=backend,
+                    timeout_s=timeout_s,
+                    sysroot=machine.sysroot,
+                    on_progress=progress.event if progress else None,
+                )
         finally:
             if progress:
                 progress.clear()
@@ -111,23 +108,22 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def demo_report(args: argparse.Namespace) -> SelftestReport:
+def demo_report(scenario: str, level: str, backend: str, timeout_s: Optional[float]) -> SelftestReport:
     """A demo machine simulates npu-smi and sysfs, not the runtime: say so instead of testing this host."""
     from npuwatch.probes.runtime.protocol import Step, StepStatus
 
     detail = (
-        f"--demo {args.demo} simulates npu-smi and sysfs, not the Ascend runtime: nothing to self-test "
+        f"--demo {scenario} simulates npu-smi and sysfs, not the Ascend runtime: nothing to self-test "
         "(run `npuwatch selftest` without --demo on an Ascend host)"
     )
     run = DeviceRun(None, None, (StepResult(Step.IMPORT, StepStatus.SKIP, None, detail),), 0.0)
     return SelftestReport(
-        level=getattr(args, "level", "quick"),
-        backend_requested=getattr(args, "backend", "auto"),
+        level=level,
+        backend_requested=backend,
         devices_requested="all",
         runs=(run,),
         duration_s=0.0,
-        timeout_s=getattr(args, "timeout_per_device", None)
-        or DEFAULT_TIMEOUT_S[_level(getattr(args, "level", "quick"))],
+        timeout_s=timeout_s or DEFAULT_TIMEOUT_S[_level(level)],
     )
 
 

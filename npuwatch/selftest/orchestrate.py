@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from npuwatch import polling_pause
+from npuwatch.errors import UsageError
 from npuwatch.probes.runner import LaunchError, python_module_argv, run
 from npuwatch.probes.runtime.protocol import Backend, Level, Step, StepStatus, decode_events
 from npuwatch.probes.sysroot import Sysroot
@@ -26,7 +27,7 @@ CHILD_MODULE = "npuwatch.probes.runtime.child"
 ProgressCallback = Callable[[int, Dict[str, Any]], None]
 
 
-class SelftestUsageError(ValueError):
+class SelftestUsageError(UsageError):
     """A bad argument to run_selftest (the CLI turns it into exit 64)."""
 
 

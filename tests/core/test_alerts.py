@@ -18,6 +18,7 @@ from npuwatch.alerts import (
     summary_line,
 )
 from npuwatch.chip_state import FELL_OFF_BUS, VANISHED
+from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.judge import Thresholds
 from npuwatch.model import (
     CHIP_METRICS,
@@ -35,7 +36,6 @@ from npuwatch.model import (
     Snapshot,
 )
 from npuwatch.probes.npu_smi.table import parse_info
-from npuwatch.wiring import build_sampler
 from tests.conftest import capture_text
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -494,7 +494,7 @@ def test_summary_line_cuts_a_message_too_long_for_the_width():
 
 def demo_alerts(scenario: str, samples: int) -> Tuple[Alert, ...]:
     tracker = AlertTracker()
-    sampler = build_sampler(demo=scenario, timeout_s=1)
+    sampler = open_feed(FeedOptions(demo=scenario, timeout_s=1))
     try:
         alerts: Tuple[Alert, ...] = ()
         for _ in range(samples):

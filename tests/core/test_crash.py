@@ -9,6 +9,7 @@ import pytest
 
 from npuwatch import cli
 from npuwatch.crash import EXIT_INTERNAL, crash_line, report_folder
+from npuwatch.feeds import FeedOptions
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +80,7 @@ def test_a_dashboard_crash_exits_70_not_0(monkeypatch, capsys):
     real_run = App.run
     monkeypatch.setattr(dashboard.NpuwatchApp, "show", broken)
     monkeypatch.setattr(dashboard.NpuwatchApp, "run", lambda self: real_run(self, headless=True))
-    assert dashboard.run_dashboard({"demo": "idle"}) == EXIT_INTERNAL
+    assert dashboard.run_dashboard(FeedOptions(demo="idle")) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert "npuwatch: internal error in the dashboard: ZeroDivisionError: in a card (traceback in " in err
     assert "Traceback" not in err  # Textual's screenful of locals is not printed

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from npuwatch.exporter.server import Exporter
-from npuwatch.wiring import build_sampler
+from npuwatch.feeds import FeedOptions, open_feed
 from tests.conftest import REPO
 
 DASHBOARD = REPO / "dashboards" / "npuwatch-grafana.json"
@@ -71,7 +71,8 @@ def metric_names(expr: str) -> Set[str]:
 
 def scrape(scenario: str) -> Set[str]:
     """The sample names `/metrics` exposes for a demo, over HTTP once the first sample is in."""
-    with build_sampler(demo=scenario, interval_s=3600) as feed, Exporter(feed, "127.0.0.1", 0) as exporter:
+    options = FeedOptions(demo=scenario, interval_s=3600)
+    with open_feed(options) as feed, Exporter(feed, "127.0.0.1", 0) as exporter:
         deadline = time.monotonic() + 60
         while exporter.view.snapshot is None:
             assert time.monotonic() < deadline

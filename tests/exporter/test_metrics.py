@@ -17,6 +17,7 @@ from npuwatch.exporter.metrics import (
     render,
     render_age,
 )
+from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import (
     ChipIdentity,
     ChipSample,
@@ -27,7 +28,6 @@ from npuwatch.model import (
     Snapshot,
     Versions,
 )
-from npuwatch.wiring import build_sampler
 
 Series = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
 TAKEN = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -228,7 +228,7 @@ def test_a_sampler_failure_is_not_up_even_with_an_older_snapshot():
 @pytest.mark.parametrize("scenario", ["910b-training", "a3", "310p-duo", "950", "chip-alarm"])
 def test_every_value_of_a_demo_snapshot_is_exposed_exactly(scenario, monkeypatch):
     monkeypatch.setenv("NPUWATCH_SIM_NOW", "120")
-    with build_sampler(demo=scenario, interval_s=1.0) as sampler:
+    with open_feed(FeedOptions(demo=scenario, interval_s=1.0)) as sampler:
         snapshot = sampler.sample()
     got = series(render(ExporterView(snapshot, 0.1)))
     fields = {

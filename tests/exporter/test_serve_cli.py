@@ -17,6 +17,7 @@ from typing import Callable, List, Tuple
 import pytest
 
 from npuwatch.cli import EXIT_USAGE, main
+from npuwatch.errors import UsageError
 from npuwatch.exporter.command import DEFAULT_LISTEN, ListenAddress, ServeUsageError, parse_listen
 from tests.conftest import REPO
 
@@ -171,9 +172,10 @@ def test_listen_forms(text, expected):
     assert parse_listen(expected.display) == expected
 
 
-def test_serve_usage_error_is_a_value_error_named_for_the_cli():
-    # cli._run_lazy turns a ValueError subclass whose name ends with UsageError into exit 64.
-    assert issubclass(ServeUsageError, ValueError) and ServeUsageError.__name__.endswith("UsageError")
+def test_a_malformed_listen_is_a_usage_error_the_cli_exits_64_for(capsys):
+    assert issubclass(ServeUsageError, UsageError)  # the CLI catches the type (npuwatch.errors)
+    assert main(["serve", "--listen", "no-port"]) == EXIT_USAGE
+    assert "--listen 'no-port': no port" in capsys.readouterr().err
 
 
 def test_demo_and_root_together_are_a_usage_error(capsys, tmp_path):

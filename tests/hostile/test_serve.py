@@ -26,7 +26,7 @@ CHILD = textwrap.dedent(
     """
     import http.client, logging, resource, sys, threading, time
     from npuwatch.exporter.server import Exporter, _Server
-    from npuwatch.wiring import build_sampler
+    from npuwatch.feeds import FeedOptions, open_feed
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     attempts = [0]
@@ -36,7 +36,7 @@ CHILD = textwrap.dedent(
         return real(self)
     _Server.get_request = counting
     _Server.request_queue_size = 128  # the kernel queues the connections the server cannot take
-    feed = build_sampler(replay=sys.argv[1], interval_s=0.2)
+    feed = open_feed(FeedOptions(replay=sys.argv[1], interval_s=0.2))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
     exporter = Exporter(feed, "127.0.0.1", 0)

@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import pytest
 
+from npuwatch.feeds import FeedOptions
 from npuwatch.history import History
 from npuwatch.model import Snapshot
 
@@ -90,12 +91,12 @@ class FeedMaker:
         self.gate = gate
         self.error = error
         self.built: List[FakeFeed] = []
-        self.options: List[dict] = []
+        self.options: List[FeedOptions] = []
 
-    def __call__(self, **options: object) -> FakeFeed:
+    def __call__(self, options: FeedOptions) -> FakeFeed:
         self.options.append(options)
-        interval = options.get("interval_s") or 0.02
-        feed = FakeFeed(self.snapshots, interval_s=float(interval), gate=self.gate, error=self.error)  # type: ignore[arg-type]
+        interval = options.interval_s or 0.02
+        feed = FakeFeed(self.snapshots, interval_s=interval, gate=self.gate, error=self.error)
         self.built.append(feed)
         return feed
 

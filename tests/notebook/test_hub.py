@@ -6,21 +6,28 @@ import threading
 
 import pytest
 
-from npuwatch.widgets.notebook.hub import SamplerHub, options_key
+from npuwatch.feeds import FeedOptions
+from npuwatch.widgets.notebook.hub import SamplerHub
 from tests.notebook.helpers import FeedMaker, wait_for
 
+FAST = FeedOptions(interval_s=0.02)
 
-def test_equal_options_share_a_channel_whatever_their_order():
-    assert options_key({"devices": [1, 0], "demo": "a3"}) == options_key({"demo": "a3", "devices": (0, 1)})
-    assert options_key({"demo": "a3"}) != options_key({"demo": "950"})
+
+def test_equal_options_share_a_channel_whatever_their_order(snap_910b):
+    hub = SamplerHub(factory=FeedMaker([snap_910b]))
+    first = hub.subscribe(FeedOptions(demo="a3", devices=[1, 0]), lambda s: None, lambda m: None)
+    same = hub.subscribe(FeedOptions(devices=(0, 1), demo="a3"), lambda s: None, lambda m: None)
+    other = hub.subscribe(FeedOptions(demo="950"), lambda s: None, lambda m: None)
+    assert first.channel is same.channel and other.channel is not first.channel
+    hub.stop_all()
 
 
 def test_last_subscriber_stops_the_thread_and_a_new_one_starts_afresh(snap_910b):
     maker = FeedMaker([snap_910b])
     hub = SamplerHub(factory=maker)
     got = []
-    first = hub.subscribe({"interval_s": 0.02}, got.append, lambda message: None)
-    second = hub.subscribe({"interval_s": 0.02}, got.append, lambda message: None)
+    first = hub.subscribe(FAST, got.append, lambda message: None)
+    second = hub.subscribe(FAST, got.append, lambda message: None)
     channel = first.channel
     assert second.channel is channel and channel.subscribers == 2
     wait_for(lambda: channel.samples >= 2, "samples")
@@ -29,7 +36,7 @@ def test_last_subscriber_stops_the_thread_and_a_new_one_starts_afresh(snap_910b)
     second.cancel()
     wait_for(lambda: not channel.thread.is_alive(), "the thread to end")
     assert maker.built[0].closed.is_set()
-    again = hub.subscribe({"interval_s": 0.02}, got.append, lambda message: None)
+    again = hub.subscribe(FAST, got.append, lambda message: None)
     assert again.channel is not channel and len(maker.built) == 2
     again.cancel()
     hub.stop_all()
@@ -41,7 +48,7 @@ def test_stop_all_at_exit_releases_even_a_feed_stuck_in_npu_smi(snap_910b, monke
     gate = threading.Event()  # never set: every sample hangs
     maker = FeedMaker([snap_910b], gate=gate)
     hub = SamplerHub(factory=maker)
-    subscription = hub.subscribe({"interval_s": 0.02}, lambda s: None, lambda m: None)
+    subscription = hub.subscribe(FAST, lambda s: None, lambda m: None)
     assert registered == [hub.stop_all]  # the kernel's exit stops the threads
     wait_for(lambda: maker.built and subscription.channel.feed is not None, "the feed to be built")
     hub.stop_all(timeout_s=0.05)
@@ -58,8 +65,8 @@ def test_a_failing_view_callback_does_not_stop_the_others(snap_910b):
     def broken(snapshot):
         raise RuntimeError("view bug")
 
-    hub.subscribe({"interval_s": 0.02}, broken, lambda m: None)
-    hub.subscribe({"interval_s": 0.02}, got.append, lambda m: None)
+    hub.subscribe(FAST, broken, lambda m: None)
+    hub.subscribe(FAST, got.append, lambda m: None)
     wait_for(lambda: len(got) >= 3, "the healthy view to keep receiving")
     hub.stop_all()
 
@@ -89,7 +96,7 @@ def test_a_view_whose_callback_raises_gets_one_crash_line(snap_910b, crash_folde
     def broken(snapshot):
         raise RuntimeError("view bug")
 
-    subscription = hub.subscribe({"interval_s": 0.02}, broken, lambda m: None, lines.append)
+    subscription = hub.subscribe(FAST, broken, lambda m: None, lines.append)
     wait_for(lambda: subscription.channel.samples >= 3, "three samples")
     assert len(lines) == 1
     assert lines[0].startswith("npuwatch: internal error in a notebook view: RuntimeError: view bug (")

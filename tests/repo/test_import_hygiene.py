@@ -20,7 +20,7 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
         "import npuwatch.model, npuwatch.sampler, npuwatch.history, npuwatch.snapshot_json",
         "import npuwatch.probes.npu_smi, npuwatch.probes.npu_smi.table, npuwatch.probes.pci",
         "import npuwatch.probes.host, npuwatch.probes.sysroot, npuwatch.probes.runner",
-        "import npuwatch.wiring, npuwatch.availability",
+        "import npuwatch.feeds, npuwatch.errors, npuwatch.availability",
         "import npuwatch.widgets.text, npuwatch.widgets.format",
         "import npuwatch.cli",
         "import npuwatch.doctor.command, npuwatch.doctor.report_json, npuwatch.widgets.doctor_text",
@@ -28,7 +28,7 @@ UI_MODULES = ("textual", "rich", "ipywidgets", "IPython")
         "import npuwatch.selftest, npuwatch.selftest.command, npuwatch.probes.runtime.child",
         "import npuwatch.health, npuwatch.check_command, npuwatch.polling_pause",
         "import npuwatch.exporter.metrics, npuwatch.exporter.server, npuwatch.exporter.command",
-        "import npuwatch.recording, npuwatch.replay, npuwatch.record_command, npuwatch.sampler_options",
+        "import npuwatch.recording, npuwatch.replay, npuwatch.record_command",
         "import npuwatch.notebook",
     ],
 )

@@ -17,37 +17,27 @@ import itertools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from npuwatch.crash import crash_line
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
+    from npuwatch.feeds import FeedOptions
     from npuwatch.model import Snapshot
 
 _log = logging.getLogger("npuwatch")
 
-FeedFactory = Callable[..., "SnapshotFeed"]
+FeedFactory = Callable[["FeedOptions"], "SnapshotFeed"]
 SnapshotCallback = Callable[["Snapshot"], None]
 ErrorCallback = Callable[[str], None]
 Subscriber = Tuple[SnapshotCallback, ErrorCallback, ErrorCallback]  # snapshot, error, crash line
-OptionsKey = Tuple[Tuple[str, Any], ...]
 
 
-def options_key(options: Mapping[str, Any]) -> OptionsKey:
-    """A hashable key for ``build_sampler`` options: equal options share a channel."""
-    items = []
-    for name, value in sorted(options.items()):
-        if isinstance(value, (list, tuple, set, frozenset)):
-            value = tuple(sorted(value))
-        items.append((name, value))
-    return tuple(items)
+def _default_factory(options: FeedOptions) -> SnapshotFeed:
+    from npuwatch.feeds import open_feed  # the composition root, loaded when a view starts
 
-
-def _default_factory(**options: Any) -> SnapshotFeed:
-    from npuwatch.wiring import build_sampler
-
-    return build_sampler(**options)
+    return open_feed(options)
 
 
 class Subscription:
@@ -65,12 +55,9 @@ class Subscription:
 class Channel:
     """One feed, its sampler thread and its subscribers."""
 
-    def __init__(
-        self, hub: SamplerHub, key: OptionsKey, options: Mapping[str, Any], factory: FeedFactory
-    ) -> None:
+    def __init__(self, hub: SamplerHub, options: FeedOptions, factory: FeedFactory) -> None:
         self.hub = hub
-        self.key = key
-        self.options = dict(options)
+        self.options = options  # frozen and hashable: the channel's key in its hub
         self.label = ""
         self.latest: Optional[Snapshot] = None
         self.error: Optional[str] = None
@@ -120,7 +107,7 @@ class Channel:
 
     def _run(self) -> None:
         try:
-            feed = self._factory(**self.options)
+            feed = self._factory(self.options)
         except (ValueError, OSError) as exc:  # a source that cannot be opened: say why
             self.error = f"could not start sampling: {exc}"
             self._publish(None)
@@ -201,13 +188,13 @@ class SamplerHub:
     def __init__(self, factory: Optional[FeedFactory] = None) -> None:
         self.factory: FeedFactory = factory or _default_factory
         self._lock = threading.Lock()
-        self._channels: Dict[OptionsKey, Channel] = {}
+        self._channels: Dict[FeedOptions, Channel] = {}
         self._ids = itertools.count(1)
         self._atexit = False
 
     def subscribe(
         self,
-        options: Mapping[str, Any],
+        options: FeedOptions,
         on_snapshot: SnapshotCallback,
         on_error: ErrorCallback,
         on_crash: Optional[ErrorCallback] = None,
@@ -219,14 +206,13 @@ class SamplerHub:
         (a source that cannot be opened); ``on_crash`` (default ``on_error``) gets the one-line
         report of an internal error, whose traceback was written to a file.
         """
-        key = options_key(options)
         ident = next(self._ids)
         with self._lock:
-            channel = self._channels.get(key)
+            channel = self._channels.get(options)
             fresh = channel is None or channel.stopped
             if channel is None or fresh:
-                channel = Channel(self, key, options, self.factory)
-                self._channels[key] = channel
+                channel = Channel(self, options, self.factory)
+                self._channels[options] = channel
             channel.add(ident, on_snapshot, on_error, on_crash)
             if not self._atexit:
                 atexit.register(self.stop_all)
@@ -240,8 +226,8 @@ class SamplerHub:
     def forget(self, channel: Channel) -> None:
         """Drop a stopped channel, so the next subscriber with its options starts a new one."""
         with self._lock:
-            if self._channels.get(channel.key) is channel:
-                del self._channels[channel.key]
+            if self._channels.get(channel.options) is channel:
+                del self._channels[channel.options]
 
     def channels(self) -> List[Channel]:
         """The running channels."""

@@ -1,0 +1,388 @@
+"""Provides the one composition root: FeedOptions, open_machine() and open_feed().
+
+Every command, the notebook and the dashboard name their data source the same way (DESIGN §2.1):
+``shared_options()`` declares the flags, ``FeedOptions.from_args`` reads them (the notebook builds
+one from keywords), ``FeedOptions.validate`` holds every rule about their combinations, and
+
+- ``open_machine(options)`` wires the machine to read: a demo's simulated tree, ``--root`` or
+  this machine, and the npu-smi that belongs to it (``check``, ``doctor``, ``selftest``);
+- ``open_feed(options)`` wires a SnapshotFeed on top of it, or over a recording or a saved
+  ``npu-smi info`` text (the dashboard, the plain view, ``snapshot``, ``serve``, ``record``, the
+  notebook).
+
+This module imports only light things at the top: ``npuwatch check`` loads it, and its import
+graph is pinned (tests/core/test_check.py); the sampler, the simulator and the recording modules
+load inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, Optional, Tuple
+
+from npuwatch.errors import UsageError
+from npuwatch.option_values import (
+    MAX_SECONDS,
+    env_seconds,
+    machine_root,
+    npu_ids,
+    parse_npu_ids,
+    seconds,
+    speed_factor,
+)
+from npuwatch.probes.simulator import DEFAULT_SCENARIO
+
+if TYPE_CHECKING:
+    from npuwatch.feed import SnapshotFeed
+    from npuwatch.probes.host import HostProbe, ProcessLookup
+    from npuwatch.probes.npu_smi import NpuSmi
+    from npuwatch.probes.sysroot import Sysroot
+
+#: The chip-data backends a feed can read.  ``None`` means the default, npu-smi; the in-process
+#: DCMI source of the next issue adds its name here and its branch in ``open_feed``.
+BACKENDS: Tuple[Optional[str], ...] = (None, "npu-smi")
+
+#: When neither the option nor ``NPUWATCH_INTERVAL`` says otherwise.
+DEFAULT_INTERVAL_S = 1.0
+
+
+def shared_options() -> argparse.ArgumentParser:
+    """The options every reading command takes (DESIGN §2.1): a parent parser for the CLI and the magic."""
+    shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    group = shared.add_argument_group("data source")
+    group.add_argument("--interval", type=seconds, metavar="S", help="seconds between samples (default 1.0)")
+    group.add_argument(
+        "--demo",
+        nargs="?",
+        const=DEFAULT_SCENARIO,
+        metavar="SCENARIO",
+        help=f"run on a simulated machine (default scenario {DEFAULT_SCENARIO}; `--demo list` lists them)",
+    )
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        help="play a recording (`npuwatch record`, NDJSON or .gz) or read a saved `npu-smi info` output",
+    )
+    group.add_argument(
+        "--speed", type=speed_factor, metavar="X", help="replay a recording X times faster (default 1)"
+    )
+    group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
+    group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
+    group.add_argument("--devices", type=npu_ids, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
+    group.add_argument("--timeout", type=seconds, metavar="S", help="limit for one npu-smi call (default 5)")
+    group.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
+    return shared
+
+
+def scenario_listing() -> str:
+    """The ``--demo list`` text: every scenario with what it shows."""
+    from npuwatch.probes.simulator import list_scenarios
+
+    lines = (f"  {name:<24} {about}" for name, about in list_scenarios())
+    return "Scenarios for --demo:\n" + "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class FeedOptions:
+    """Where chip data comes from and how it is sampled: the DESIGN §2.1 options, typed.
+
+    Hashable, so equal options can share one feed (the notebook's views do).  ``None`` means
+    "not given": ``interval_s`` and ``timeout_s`` then come from ``NPUWATCH_INTERVAL`` and
+    ``NPUWATCH_TIMEOUT`` (else 1 s and npu-smi's 5 s), ``root`` and ``npu_smi`` from
+    ``NPUWATCH_ROOT`` and ``NPUWATCH_NPU_SMI`` when the machine is opened.  A demo brings its own
+    machine, so those two variables never clash with ``demo``; the options do.
+    """
+
+    demo: Optional[str] = None
+    """A simulator scenario name (``--demo``): a simulated machine that lives as long as the feed."""
+    replay: Optional[str] = None
+    """A recording from ``npuwatch record`` or a saved ``npu-smi info`` text (``--replay``)."""
+    root: Optional[str] = None
+    """The folder a machine's files are read from (``--root``, a sysroot tree)."""
+    npu_smi: Optional[str] = None
+    """The npu-smi to run (``--npu-smi``)."""
+    devices: Optional[FrozenSet[int]] = None
+    """Only these NPU IDs (``--devices 0,1``); ``None`` for every chip."""
+    interval_s: Optional[float] = None
+    """Seconds between samples (``--interval``)."""
+    timeout_s: Optional[float] = None
+    """The limit for one npu-smi call (``--timeout``)."""
+    speed: Optional[float] = None
+    """How many times faster a recording replays (``--speed``); only with a recording."""
+    host: bool = True
+    """Whether to read the host's processes and CPU (psutil) beside the chips."""
+    backend: Optional[str] = None
+    """The chip-data backend; reserved for the in-process DCMI source of the next issue.
+
+    Only ``None`` (the default) and ``"npu-smi"`` are accepted today.  Its future flag must not
+    use the namespace name ``backend``: ``selftest --backend`` (acl|torch) already does.
+    """
+
+    def __post_init__(self) -> None:
+        if self.devices is not None and not isinstance(self.devices, frozenset):
+            object.__setattr__(self, "devices", frozenset(self.devices))  # a list stays hashable
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> FeedOptions:
+        """The options a command line (or the ``%npuwatch`` magic) gave, validated."""
+        devices = getattr(args, "devices", None)
+        replay = getattr(args, "replay", None)
+        root = getattr(args, "root", None)
+        options = cls(
+            demo=getattr(args, "demo", None),
+            replay=None if replay is None else str(replay),
+            root=None if root is None else str(root),
+            npu_smi=getattr(args, "npu_smi", None),
+            devices=None if devices is None else frozenset(devices),
+            interval_s=getattr(args, "interval", None),
+            timeout_s=getattr(args, "timeout", None),
+            speed=getattr(args, "speed", None),
+        )
+        return options.validate()
+
+    def validate(self) -> FeedOptions:
+        """``self`` when the options make sense together; ``UsageError`` saying why not.
+
+        The one home of these rules: every command, the notebook and the magic ask here.
+        """
+        self._check_values()
+        if self.backend not in BACKENDS:
+            raise UsageError(f"unknown chip-data backend {self.backend!r}: only npu-smi is available")
+        if self.demo is not None:
+            _check_scenario(self.demo)
+            if self.replay is not None:
+                raise UsageError("--demo and --replay cannot be combined")
+            for name, value in (("--root", self.root), ("--npu-smi", self.npu_smi)):
+                if value is not None:
+                    raise UsageError(f"--demo brings its own machine: it cannot be combined with {name}")
+        if self.replay is not None and not os.path.isfile(self.replay):
+            why = "a directory, not a file" if os.path.isdir(self.replay) else "no such file"
+            raise UsageError(f"--replay {self.replay}: {why}")
+        if self.speed is not None and not self.replays_recording:
+            raise UsageError("--speed applies only to --replay of a recording made by `npuwatch record`")
+        return self
+
+    def _check_values(self) -> None:
+        """The bounds the command line's option types enforce, for options built in code."""
+        for name, value, maximum in (
+            ("interval_s", self.interval_s, MAX_SECONDS),
+            ("timeout_s", self.timeout_s, MAX_SECONDS),
+            ("speed", self.speed, sys.float_info.max),
+        ):
+            if value is not None and not 0 < value <= maximum:
+                raise UsageError(f"{name} must be more than 0 and at most {maximum:g}, got {value!r}")
+        if self.devices is not None and (not self.devices or min(self.devices) < 0):
+            raise UsageError(f"devices: expected NPU IDs like 0,1,3, got {sorted(self.devices)!r}")
+
+    @property
+    def replays_recording(self) -> bool:
+        """Whether ``replay`` names a recording (NDJSON from ``npuwatch record``), not npu-smi text."""
+        if self.replay is None:
+            return False
+        from npuwatch.recording import is_recording
+
+        return is_recording(self.replay)
+
+    def interval(self, environ: Optional[Mapping[str, str]] = None) -> float:
+        """``interval_s``, else ``NPUWATCH_INTERVAL``, else 1 s (``VariableError`` for a bad variable)."""
+        if self.interval_s is not None:
+            return self.interval_s
+        return env_seconds(_env(environ), "NPUWATCH_INTERVAL", DEFAULT_INTERVAL_S)
+
+    def timeout(self, environ: Optional[Mapping[str, str]] = None) -> float:
+        """``timeout_s``, else ``NPUWATCH_TIMEOUT``, else npu-smi's 5 s (``VariableError`` for a bad one)."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S
+
+        return env_seconds(_env(environ), "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
+
+    def names_a_source(self, environ: Optional[Mapping[str, str]] = None) -> bool:
+        """Whether a source was chosen: an option, or ``NPUWATCH_ROOT`` / ``NPUWATCH_NPU_SMI``."""
+        env = _env(environ)
+        chosen = (self.demo, self.replay, self.root, self.npu_smi)
+        return any(value is not None for value in chosen) or bool(
+            env.get("NPUWATCH_ROOT") or env.get("NPUWATCH_NPU_SMI")
+        )
+
+
+def _env(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def _check_scenario(name: str) -> None:
+    from npuwatch.probes.simulator import list_scenarios
+
+    names = [scenario for scenario, _ in list_scenarios()]
+    if name not in names:
+        listed = ", ".join(names)
+        raise UsageError(f"unknown demo scenario {name!r}; choose one of: {listed} (`--demo list` says more)")
+
+
+def demo_fallback(
+    options: FeedOptions, environ: Optional[Mapping[str, str]] = None
+) -> Tuple[FeedOptions, str]:
+    """The options to watch, and a banner: the demo when no source was chosen and there is no NPU."""
+    if options.names_a_source(environ):
+        return options, ""
+    from npuwatch.availability import machine_has_npu
+    from npuwatch.probes.sysroot import Sysroot
+
+    if machine_has_npu(Sysroot("/")):
+        return options, ""
+    banner = (
+        "No Ascend NPU here (no npu-smi, no Ascend PCI device): showing the simulated "
+        f"'{DEFAULT_SCENARIO}' machine. `npuwatch --demo list` shows other scenarios."
+    )
+    return replace(options, demo=DEFAULT_SCENARIO), banner
+
+
+@dataclass(frozen=True)
+class MachineHandle:
+    """The machine to read: its sysroot, its npu-smi and environment; ``close()`` ends a demo.
+
+    Use it as a context manager.  ``scenario`` is the demo's name (``None`` for a real machine or
+    a ``--root`` tree); ``process_lookup`` answers for a demo's simulated processes.
+    """
+
+    sysroot: Sysroot
+    npu_smi_path: Optional[Path]
+    environ: Mapping[str, str]
+    scenario: Optional[str] = None
+    process_lookup: Optional[ProcessLookup] = None
+    _close: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """Where chip data comes from: ``npu-smi`` or ``demo:<scenario>``."""
+        return "npu-smi" if self.scenario is None else f"demo:{self.scenario}"
+
+    def npu_smi(self, timeout_s: float) -> NpuSmi:
+        """The machine's npu-smi runner (one that explains "not found" when there is none)."""
+        from npuwatch.probes.npu_smi import NpuSmi
+
+        return NpuSmi(self.npu_smi_path, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        """Remove a demo's simulated machine; nothing for a real one."""
+        self._close()
+
+    def __enter__(self) -> MachineHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> MachineHandle:
+    """The machine ``options`` name: a demo's simulated tree, ``--root`` or this machine.
+
+    ``--root`` falls back to ``NPUWATCH_ROOT``, ``--npu-smi`` to ``NPUWATCH_NPU_SMI``; a root that
+    is not a folder is a ``UsageError`` (a ``VariableError`` when the variable named it).
+    """
+    options.validate()
+    env = _env(environ)
+    from npuwatch.probes.npu_smi import find_npu_smi
+    from npuwatch.probes.sysroot import Sysroot
+
+    if options.demo is not None:
+        from npuwatch.probes.simulator import Simulation
+
+        sim = Simulation.start(options.demo)
+        return MachineHandle(
+            sim.sysroot(),
+            sim.npu_smi,
+            dict(sim.environ),
+            scenario=sim.scenario.name,
+            process_lookup=sim.process_lookup,
+            _close=sim.close,
+        )
+    sysroot = Sysroot(machine_root(options.root, env), environ=env)
+    return MachineHandle(sysroot, find_npu_smi(sysroot, options.npu_smi or env.get("NPUWATCH_NPU_SMI")), env)
+
+
+def open_feed(options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> SnapshotFeed:
+    """The SnapshotFeed ``options`` name: live, a demo, a replayed recording or a saved npu-smi text.
+
+    Close it (or use it as a context manager): a demo's simulated machine lives until then.
+    ``UsageError`` when the options contradict each other or name nothing usable.
+    """
+    options.validate()
+    interval_s = options.interval(environ)
+    if options.replays_recording:
+        return _replay_recording(options)
+    timeout_s = options.timeout(environ)
+    machine = open_machine(options, environ)
+    try:
+        return _sampler(options, machine, interval_s, timeout_s)
+    except BaseException:
+        machine.close()
+        raise
+
+
+def _replay_recording(options: FeedOptions) -> SnapshotFeed:
+    from npuwatch.recording import RecordingError
+    from npuwatch.replay import ReplaySampler
+
+    assert options.replay is not None
+    try:
+        return ReplaySampler.open(options.replay, speed=options.speed or 1.0, devices=options.devices)
+    except RecordingError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _sampler(
+    options: FeedOptions, machine: MachineHandle, interval_s: float, timeout_s: float
+) -> SnapshotFeed:
+    from npuwatch.probes.npu_smi.source import CaptureSource, NpuSmiSource
+    from npuwatch.sampler import Sampler
+
+    if options.replay is not None:
+        try:
+            capture = CaptureSource.open(Path(options.replay))
+        except ValueError as exc:  # neither npu-smi text nor a recording
+            raise UsageError(str(exc)) from None
+        return Sampler(capture, machine.sysroot, None, interval_s=interval_s, devices=options.devices)
+    npu_smi = machine.npu_smi(timeout_s)
+    return Sampler(
+        NpuSmiSource(npu_smi, label=machine.label),
+        machine.sysroot,
+        _host_probe(machine) if options.host else None,
+        interval_s=interval_s,
+        devices=options.devices,
+        on_close=machine.close,
+    )
+
+
+def _host_probe(machine: MachineHandle) -> HostProbe:
+    from npuwatch.probes.container import detect_container
+    from npuwatch.probes.host import HostProbe
+
+    container = detect_container(machine.sysroot)
+    return HostProbe(
+        lookup=machine.process_lookup,
+        in_container=container.in_container,
+        host_pid_namespace=container.host_pid_namespace,
+    )
+
+
+def parse_devices(devices: Any) -> Optional[FrozenSet[int]]:
+    """NPU IDs given as ``"0,1,3"`` or an iterable of ints (the notebook's ``devices=``), or ``None``."""
+    if devices is None:
+        return None
+    if isinstance(devices, str):
+        try:
+            return frozenset(parse_npu_ids(devices))
+        except ValueError as exc:
+            raise UsageError(f"devices: {exc}") from None
+    try:
+        ids = frozenset(int(device) for device in devices)
+    except (TypeError, ValueError):
+        raise UsageError(f"devices: expected NPU IDs like 0,1,3, got {devices!r}") from None
+    if not ids or min(ids) < 0:
+        raise UsageError(f"devices: expected NPU IDs like 0,1,3, got {devices!r}")
+    return ids
