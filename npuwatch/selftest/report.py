@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+# The report's vocabulary: views and renderers take Step and StepStatus from here, not from the probe.
 from npuwatch.probes.runtime.protocol import Step, StepStatus
+
+__all__ = ["DeviceRun", "SelftestReport", "Step", "StepError", "StepResult", "StepStatus", "worst"]
 
 #: Worst first: a device's or the report's status is the worst of its parts.
 _SEVERITY = (StepStatus.FAIL, StepStatus.ERROR, StepStatus.WARN, StepStatus.SKIP, StepStatus.PASS)

@@ -105,7 +105,6 @@ PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {
 PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
     "(npuwatch.widgets.format) imports npuwatch.probes.pci": "a pure PCIe generation table: to the model",
     "(npuwatch.widgets.tui.app) imports npuwatch.replay": "replay transport via the feed: feeds/perf",
-    "(npuwatch.widgets.notebook.reports) imports npuwatch.probes.runtime.protocol": "layers helper",
 }
 
 

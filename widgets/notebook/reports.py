@@ -195,8 +195,8 @@ class DoctorResult:
 
 def selftest_html(report: SelftestReport) -> str:
     """Per device: its verdict and each step's status, time and detail; failures with their fix."""
-    from npuwatch.probes.runtime.protocol import StepStatus
     from npuwatch.selftest.render import verdict_line
+    from npuwatch.selftest.report import StepStatus
 
     blocks = []
     for run in report.runs:
