@@ -23,7 +23,7 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from npuwatch.option_values import minutes
-from npuwatch.widgets.notebook.view_model import LAYOUTS
+from npuwatch.widgets.notebook.layout import LAYOUTS
 
 COMMANDS = ("snapshot", "doctor", "selftest", "stop")
 USAGE = "%npuwatch [snapshot|doctor|selftest|stop] [--demo [SCENARIO]] [--interval S] … (%npuwatch --help)"

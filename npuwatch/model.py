@@ -7,22 +7,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Mapping, Optional, Tuple
 
+from npuwatch.metrics_table import METRICS
+
 SCHEMA = "npuwatch/snapshot/v1"
 
-#: The per-chip metrics, in the order the JSON schema lists them.  Every one is a
-#: number or ``None``; a ``None`` always has its reason in ``ChipSample.notes``.
-CHIP_METRICS: Tuple[str, ...] = (
-    "power_w",
-    "temperature_c",
-    "aicore_percent",
-    "npu_util_percent",
-    "hbm_used_mib",
-    "hbm_total_mib",
-    "memory_used_mib",
-    "memory_total_mib",
-    "hugepages_used",
-    "hugepages_total",
-)
+#: The per-chip metrics, in the order the JSON schema lists them (the rows of ``metrics_table.METRICS``,
+#: which says how every layer labels, scales, keeps and exports each).  Every one is a number or
+#: ``None``; a ``None`` always has its reason in ``ChipSample.notes``.
+CHIP_METRICS: Tuple[str, ...] = tuple(row.name for row in METRICS)
 
 
 class Level(enum.Enum):

@@ -138,7 +138,7 @@ def show(
     from npuwatch.live_text import demo_fallback
     from npuwatch.probes.torch_memory import own_memory
     from npuwatch.widgets.notebook.live_view import LiveView, import_ipywidgets
-    from npuwatch.widgets.notebook.view_model import resolve_layout
+    from npuwatch.widgets.notebook.layout import resolve_layout
 
     import_ipywidgets()  # the clear "pip install 'npuwatch[jupyter]'" error before any work
     if not history_min > 0:

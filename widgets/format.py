@@ -97,6 +97,22 @@ def duration(seconds: Optional[float]) -> str:
     return f"{minutes}:{secs:02d}"
 
 
+def with_unit(value: Optional[float], unit: str) -> str:
+    """A metric's value in its unit (the metric table's ``unit``): ``64%``, ``52.7 GiB`` for MiB,
+    ``90.7 W``, ``37 °C``, ``12 pages``."""
+    if value is None:
+        return NA
+    shown = _UNIT_FORMATS.get(unit)
+    return shown(value) if shown is not None else f"{value:g} {unit}"
+
+
+def _gib_text(value: Optional[float]) -> str:
+    return f"{gib(value)} GiB"
+
+
+_UNIT_FORMATS = {"%": percent, "MiB": _gib_text, "W": watts, "°C": celsius}
+
+
 def number(value: Optional[float], digits: int = 0) -> str:
     """A plain number or ``n/a``."""
     return NA if value is None else f"{value:.{digits}f}"

@@ -1,13 +1,14 @@
-"""Provides render_snapshot(): a Snapshot as a plain-text report (``npuwatch snapshot``)."""
+"""Provides render_snapshot(): a Snapshot as a plain-text report (``npuwatch snapshot``, ``--plain``),
+from the shared view model (``widgets/view_model.py``)."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from npuwatch.chip_facts import chip_memory
-from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Snapshot
+from npuwatch.model import ChipSample, Snapshot
 from npuwatch.text_safety import inert, inert_lines
 from npuwatch.widgets import format as fmt
+from npuwatch.widgets.view_model import ChipRow, MetricCell, ProcessRow, cell_columns, chip_rows, process_row
 
 
 def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
@@ -18,7 +19,8 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     """
     lines = [_title(snapshot), _versions(snapshot), ""]
     if snapshot.chips:
-        lines += _table(_CHIP_HEADER, [_chip_row(c) for c in snapshot.chips])
+        rows = chip_rows(snapshot, ordered=False)  # npu-smi's order
+        lines += _table(_chip_header(), [_chip_row(row) for row in rows])
         attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips)
         if attention:
             lines += ["", *attention]
@@ -26,10 +28,14 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
         lines.append("No NPU chips could be read.")
     if snapshot.processes:
         reference_s = now_s if now_s is not None else snapshot.taken_at.timestamp()
+        processes = [process_row(p, reference_s) for p in snapshot.processes]
         reasons = {p.host_unavailable for p in snapshot.processes if p.host is None}
-        shared = next(iter(reasons)) if len(reasons) == 1 and len(snapshot.processes) > 1 else None
-        rows = [_process_row(p, reference_s, shared) for p in snapshot.processes]
-        lines += ["", "Processes", *_table(_PROCESS_HEADER, rows)]
+        shared = next(iter(reasons)) if len(reasons) == 1 and len(processes) > 1 else None
+        lines += [
+            "",
+            "Processes",
+            *_table(_PROCESS_HEADER, [_process_cells(row, shared) for row in processes]),
+        ]
         if shared:
             lines.append(f"  (no host details: {shared})")
     if snapshot.host is not None:
@@ -51,7 +57,7 @@ def _title(snapshot: Snapshot) -> str:
 def _versions(snapshot: Snapshot) -> str:
     v = snapshot.versions
     parts = [
-        ("npu-smi", v.npu_smi),
+        (snapshot.chip_source, snapshot.chip_source_version),
         ("driver", v.driver),
         ("firmware", v.firmware),
         ("CANN", v.cann),
@@ -59,38 +65,38 @@ def _versions(snapshot: Snapshot) -> str:
     return " · ".join(f"{name} {value or fmt.NA}" for name, value in parts)
 
 
-_CHIP_HEADER = ("NPU", "Chip", "Phy/Dev", "Name", "Bus-Id", "Health", "Util", "Memory", "Power", "Temp")
+_ID_HEADER = ("NPU", "Chip", "Phy/Dev", "Name", "Bus-Id", "Health")
 
 
-def _chip_row(chip: ChipSample) -> Tuple[str, ...]:
-    ident = chip.identity
+def _chip_header() -> Tuple[str, ...]:
+    """The identity columns, then a column per cell named by the metric table (Util, Memory …)."""
+    return (*_ID_HEADER, *cell_columns())
+
+
+def _chip_row(row: ChipRow) -> Tuple[str, ...]:
+    ident = row.identity
     # Phy-ID on A3, the Device column on 310/310P/310B: at most one of them is printed.
     sub_id = ident.phy_id if ident.phy_id is not None else ident.device_id
-    if chip.aicore_percent is not None:
-        utilisation = f"{fmt.percent(chip.aicore_percent)} AIC"
-    elif chip.npu_util_percent is not None:  # the 950 prints NPU Util instead of AICore
-        utilisation = f"{fmt.percent(chip.npu_util_percent)} NPU"
-    else:
-        utilisation = fmt.NA
     return (
         str(ident.npu_id),
         str(ident.chip_id),
         "-" if sub_id is None else str(sub_id),
         ident.name or fmt.NA,
         ident.bus_id or fmt.NA,
-        chip.health.value + (" (stale)" if _is_stale(chip) else ""),
-        utilisation,
-        _memory(chip),
-        fmt.watts(chip.power_w),
-        fmt.celsius(chip.temperature_c),
+        row.health + (" (stale)" if row.stale else ""),
+        *(_cell_text(cell) for cell in row.metrics),
     )
 
 
-def _memory(chip: ChipSample) -> str:
-    memory = chip_memory(chip)
-    if not memory.total_mib:
-        return fmt.NA
-    return f"{fmt.used_total_gib(memory.used_mib, memory.total_mib)} {memory.kind}"
+def _cell_text(cell: MetricCell) -> str:
+    """A cell as the text table shows it: ``64% AIC``, ``52.5/64.0 GiB HBM``, ``90.7 W``, ``37 °C``."""
+    if cell.key == "util":  # which utilisation the layout prints (the 950 prints NPU Util)
+        return fmt.NA if cell.value is None else f"{cell.text} {cell.tag}"
+    if cell.key == "memory":
+        return fmt.NA if not cell.total else f"{cell.text} {cell.tag}"
+    if cell.key == "power":  # watts alone: the rating is the notebook's and the dashboard's bar
+        return fmt.watts(cell.value)
+    return cell.text
 
 
 def _error_codes(chips: Sequence[ChipSample]) -> List[str]:
@@ -120,41 +126,21 @@ def _degraded_links(chips: Sequence[ChipSample]) -> List[str]:
     return lines
 
 
-def _is_stale(chip: ChipSample) -> bool:
-    return any(note.status is MetricStatus.STALE for note in chip.notes.values())
-
-
 _PROCESS_HEADER = ("NPU", "Chip", "PID", "User", "NPU mem", "CPU", "RSS", "Elapsed", "Command")
 
 
-def _process_row(process: NpuProcess, now_s: float, shared_reason: Optional[str]) -> Tuple[str, ...]:
-    host = process.host
-    npu_mem = fmt.mib(process.npu_memory_mib)
-    if host is None:
-        reason = process.host_unavailable or "no host details"
-        command = process.name or "?" if reason == shared_reason else f"{process.name or '?'}  ({reason})"
-        return (
-            str(process.npu_id),
-            str(process.chip_id),
-            str(process.pid),
-            "-",
-            npu_mem,
-            "-",
-            "-",
-            "-",
-            command,
-        )
-    elapsed = None if host.start_time_s is None else now_s - host.start_time_s
+def _process_cells(row: ProcessRow, shared_reason: Optional[str]) -> Tuple[str, ...]:
+    """A process row's cells; ``-`` where the host cannot see the process."""
     return (
-        str(process.npu_id),
-        str(process.chip_id),
-        str(process.pid),
-        host.user or "?",
-        npu_mem,
-        fmt.percent(host.cpu_percent),
-        fmt.bytes_iec(host.rss_bytes),
-        fmt.duration(elapsed),
-        host.command or process.name or "?",
+        str(row.npu_id),
+        str(row.chip_id),
+        row.pid,
+        row.user or "-",
+        row.npu_memory,
+        row.cpu or "-",
+        row.rss or "-",
+        row.elapsed or "-",
+        row.command_text(shared_reason),
     )
 
 

@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import CollectorRegistry
 
 from npuwatch import __version__
+from npuwatch.metrics_table import METRICS, ChipMetric
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, Snapshot
 
 #: Labels of every per-chip series: npu-exporter's card labels that npu-smi can fill, plus
@@ -45,28 +46,8 @@ HEALTH_CODES: Mapping[Health, int] = {
     Health.UNKNOWN: -1,
 }
 
-#: (metric name, ChipSample field, help) for the plain per-chip gauges.
-_CHIP_GAUGES: Tuple[Tuple[str, str, str], ...] = (
-    ("npu_chip_info_temperature", "temperature_c", "the npu temperature, unit is 'C'"),
-    ("npu_chip_info_power", "power_w", "the npu power, unit is 'W'"),
-    ("npu_chip_info_utilization", "aicore_percent", "the ai core utilization, unit is '%'"),
-    (
-        "npu_chip_info_overall_utilization",
-        "npu_util_percent",
-        "the overall utilization of npu (NPU Util, which the 950 prints instead of AI Core), unit is '%'",
-    ),
-)
-#: (used name, total name, used field, total field, memory kind) — npu-smi's "MB" are MiB.
-_MEMORY_PAIRS: Tuple[Tuple[str, str, str, str, str], ...] = (
-    (
-        "npu_chip_info_hbm_used_memory",
-        "npu_chip_info_hbm_total_memory",
-        "hbm_used_mib",
-        "hbm_total_mib",
-        "hbm",
-    ),
-    ("npu_chip_info_used_memory", "npu_chip_info_total_memory", "memory_used_mib", "memory_total_mib", "ddr"),
-)
+#: The per-chip gauges: the metric table's rows with an exporter name, in its order.
+_CHIP_GAUGES: Tuple[ChipMetric, ...] = tuple(row for row in METRICS if row.exporter_name)
 
 
 @dataclass(frozen=True)
@@ -145,12 +126,11 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
     for chip in chips:
         health.add_metric(chip_labels(chip.identity), HEALTH_CODES[chip.health])
     out.append(health)
-    for name, attribute, help_text in _CHIP_GAUGES:
-        out.append(_chip_gauge(name, help_text, chips, attribute))
-    for used_name, total_name, used, total, kind in _MEMORY_PAIRS:
-        shown = [c for c in chips if getattr(c, total)]  # None or a 0 placeholder: left out
-        out.append(_chip_gauge(used_name, f"the npu {kind} used memory, unit is 'MB'", shown, used))
-        out.append(_chip_gauge(total_name, f"the npu {kind} total memory, unit is 'MB'", shown, total))
+    for row in _CHIP_GAUGES:
+        total = row.total
+        # A memory whose total is None or a 0 placeholder is left out, its use with it.
+        shown = chips if total is None else [c for c in chips if getattr(c, total)]
+        out.append(_chip_gauge(row.exporter_name or row.name, row.exporter_help, shown, row.name))
     out.append(_process_family(snapshot))
     return out
 

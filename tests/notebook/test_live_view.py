@@ -8,7 +8,7 @@ import pytest
 
 from npuwatch.model import Health
 from npuwatch.widgets.notebook.live_view import SAMPLING, LiveView
-from npuwatch.widgets.notebook.view_model import sample_time
+from npuwatch.widgets.view_model import sample_time
 from tests.conftest import CAPTURES
 from tests.notebook.helpers import Elements, FeedMaker, wait_for
 from tests.widgets.fakes import capture_snapshot

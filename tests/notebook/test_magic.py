@@ -210,7 +210,7 @@ def test_without_ipywidgets_the_view_names_the_extra(ip, capsys, monkeypatch):
 
 def test_import_npuwatch_and_the_api_module_stay_free_of_ipython():
     code = (
-        "import npuwatch, npuwatch.notebook, npuwatch.widgets.notebook.view_model, "
+        "import npuwatch, npuwatch.notebook, npuwatch.widgets.view_model, "
         "npuwatch.widgets.notebook.reports, npuwatch.widgets.notebook.hub, sys; "
         "assert callable(npuwatch.load_ipython_extension); "
         "print([m for m in ('ipywidgets', 'IPython', 'textual', 'rich') if m in sys.modules])"

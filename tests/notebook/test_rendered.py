@@ -18,7 +18,7 @@ import pytest
 
 from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
-from npuwatch.widgets.notebook.view_model import build_view
+from npuwatch.widgets.view_model import build_view
 from tests.conftest import REPO, need
 from tests.widgets.fakes import capture_snapshot
 

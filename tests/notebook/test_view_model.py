@@ -7,11 +7,11 @@ from dataclasses import replace
 
 from npuwatch.alerts import AlertTracker
 from npuwatch.history import History
-from npuwatch.model import Health, MetricNote, MetricStatus
+from npuwatch.model import Health, Level, MetricNote, MetricStatus
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.sparkline_svg import downsample, sparkline_svg
-from npuwatch.widgets.notebook.view_model import build_view, chip_row, sample_time
+from npuwatch.widgets.view_model import build_view, chip_row, sample_time
 from tests.notebook.helpers import Elements
 from tests.widgets.fakes import capture_snapshot
 
@@ -48,7 +48,7 @@ def test_310p_shows_ddr_and_the_reason_power_is_na():
     assert cells["memory"].label == "DDR"
     assert cells["memory"].text.endswith("GiB")
     assert cells["power"].text == "n/a"
-    assert cells["power"].level == "na"
+    assert cells["power"].level is Level.UNKNOWN
     assert cells["power"].reason == "npu-smi prints 'NA': this chip does not report it"
 
 

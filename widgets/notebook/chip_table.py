@@ -15,12 +15,13 @@ from npuwatch.widgets.notebook.html_parts import (
     FONT,
     PLOT_COLOURS,
     badge_html,
+    chip_classes,
     not_reported_html,
     shared_reason_html,
     value_html,
 )
 from npuwatch.widgets.notebook.sparkline_svg import mini_sparkline_svg
-from npuwatch.widgets.notebook.view_model import ChipRow, MetricCell, ViewModel, reason_groups
+from npuwatch.widgets.view_model import ChipRow, MetricCell, ViewModel, reason_groups
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:middle;white-space:nowrap"
 _FALLBACK_LABELS = ("Util", "Memory", "Power", "Temp")
@@ -71,7 +72,7 @@ def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int) -> 
             )
         cells.append(_metric_cell(cell, header, window, slots, own))
     return (
-        f'<tr class="npuwatch-chip npuwatch-health-{row.health_class}" data-npu="{row.key[0]}" '
+        f'<tr class="{chip_classes(row)}" data-npu="{row.key[0]}" '
         f'data-chip="{row.key[1]}" title="{escape(row.title)} · {escape(row.detail)}" '
         f'style="border-top:1px solid {BORDER}">{"".join(cells)}</tr>'
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Optional
 
-from npuwatch.widgets.notebook.view_model import MetricCell, ReasonGroup
+from npuwatch.model import Level
+from npuwatch.widgets.view_model import ChipRow, MetricCell, ReasonGroup
 
 FONT = "var(--jp-ui-font-family, var(--vscode-font-family, system-ui, sans-serif))"
 BORDER = "var(--jp-border-color2, rgba(128,128,128,0.35))"
@@ -21,7 +22,13 @@ HEALTH_COLOURS = {
     "critical": ("#c62828", "#ffffff"),
     "unknown": ("#757575", "#ffffff"),
 }
-LEVEL_COLOURS = {"normal": "inherit", "warn": "#ef6c00", "critical": "#c62828", "na": "inherit"}
+#: Text colours per level (the judge's, or a usage bar's): a value reads amber or red when not ok.
+LEVEL_COLOURS = {
+    Level.OK: "inherit",
+    Level.WARNING: "#ef6c00",
+    Level.CRITICAL: "#c62828",
+    Level.UNKNOWN: "inherit",
+}
 PLOT_COLOURS = {"util": "#2ca02c", "memory": "#1f77b4", "power": "#9467bd", "temperature": "#d62728"}
 _REASON = "font-size:10px;opacity:0.7"
 
@@ -36,12 +43,23 @@ def badge_html(health_class: str, text: str) -> str:
     )
 
 
+def level_class(level: Level) -> str:
+    """The HTML class of a level: ``npuwatch-level-ok|warning|critical|unknown``."""
+    return f"npuwatch-level-{level.value}"
+
+
+def chip_classes(row: ChipRow) -> str:
+    """A chip element's classes: ``npuwatch-chip``, its health, and the judge's level of the chip
+    (``npuwatch-chip-level-ok|warning|critical|unknown``)."""
+    return f"npuwatch-chip npuwatch-health-{row.health_class} npuwatch-chip-level-{row.level.value}"
+
+
 def value_html(cell: MetricCell) -> str:
     """A metric's value (``n/a`` carries its reason on hover), coloured by its level."""
     colour = LEVEL_COLOURS[cell.level]
     title = f' title="{escape(cell.reason)}"' if cell.reason else ""
     return (
-        f'<span class="npuwatch-value npuwatch-level-{cell.level}" data-metric="{cell.key}"{title} '
+        f'<span class="npuwatch-value {level_class(cell.level)}" data-metric="{cell.key}"{title} '
         f'style="color:{colour};font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap">'
         f"{escape(cell.text)}</span>"
     )

@@ -18,12 +18,13 @@ from npuwatch.widgets.notebook.html_parts import (
     FONT,
     PLOT_COLOURS,
     badge_html,
+    chip_classes,
     reason_html,
     shared_reason_html,
     value_html,
 )
 from npuwatch.widgets.notebook.sparkline_svg import sparkline_svg
-from npuwatch.widgets.notebook.view_model import ChipRow, HostRow, MetricCell, ProcessRow, ViewModel
+from npuwatch.widgets.view_model import ChipRow, HostRow, MetricCell, ProcessRow, ViewModel
 
 SEVERITY_COLOURS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
@@ -81,7 +82,7 @@ def chip_html(row: ChipRow, window: str, slots: int, said: Optional[str] = None)
     reason = reason_html(row.reason, style="margin-bottom:3px") if row.reason and row.reason != said else ""
     metrics = "".join(metric_html(cell, window, slots, row.reason) for cell in row.metrics)
     return (
-        f'<div class="npuwatch-chip npuwatch-health-{row.health_class}" data-npu="{row.key[0]}" '
+        f'<div class="{chip_classes(row)}" data-npu="{row.key[0]}" '
         f'data-chip="{row.key[1]}" style="border:1px solid {BORDER};border-radius:4px;padding:6px 8px;'
         f'min-width:330px">'
         f'<div style="display:flex;justify-content:space-between;gap:8px;align-items:baseline">'
@@ -145,8 +146,9 @@ def processes_html(rows: Iterable[ProcessRow]) -> str:
             if row.mine
             else (' class="npuwatch-process"')
         )
-        command = row.command + ("  ← this kernel" if row.mine else "")
-        cells = _cells((row.where, row.pid, row.user, row.npu_memory, row.cpu, row.rss, command))
+        command = row.command_text() + ("  ← this kernel" if row.mine else "")
+        user, cpu, rss = row.user or "-", row.cpu or "-", row.rss or "-"  # "-": the host cannot see it
+        cells = _cells((row.where, row.pid, user, row.npu_memory, cpu, rss, command))
         body.append(f"<tr{mark}>{cells}</tr>")
     if not body:
         return '<div class="npuwatch-processes" style="opacity:0.7;font-size:12px">No NPU processes.</div>'

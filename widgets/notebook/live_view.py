@@ -25,7 +25,8 @@ from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
 from npuwatch.widgets.notebook.own_memory import OwnMemoryReader, own_memory_text
-from npuwatch.widgets.notebook.view_model import ViewModel, build_view, resolve_layout
+from npuwatch.widgets.notebook.layout import resolve_layout
+from npuwatch.widgets.view_model import ViewModel, build_view
 
 if TYPE_CHECKING:
     from npuwatch.model import Snapshot

@@ -11,10 +11,16 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
-from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
-from npuwatch.widgets.notebook.html_parts import not_reported_html, value_html
-from npuwatch.widgets.notebook.view_model import chip_row, host_row, process_row, reason_groups, sample_time
+from npuwatch.widgets.notebook.html_parts import chip_classes, not_reported_html, value_html
+from npuwatch.widgets.view_model import (
+    cell_columns,
+    chip_rows,
+    host_row,
+    process_row,
+    reason_groups,
+    sample_time,
+)
 
 if TYPE_CHECKING:
     from npuwatch.doctor.engine import DoctorReport
@@ -72,23 +78,19 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
 
     ``problem`` says why the sample holds no NPU data (``availability.no_data_reason``).
     """
-    empty = History(1)
-    ordered = sorted(snapshot.chips, key=lambda c: c.identity.key)
-    chips = tuple(chip_row(chip, empty, 1) for chip in ordered)
+    chips = chip_rows(snapshot)
     rows = []
-    for chip, row in zip(ordered, chips):
+    for row in chips:
         cells = [
-            escape(str(chip.identity.npu_id)),
-            escape(str(chip.identity.chip_id)),
-            escape(chip.identity.name or "n/a"),
-            escape(chip.identity.bus_id or "n/a"),
+            escape(str(row.identity.npu_id)),
+            escape(str(row.identity.chip_id)),
+            escape(row.identity.name or "n/a"),
+            escape(row.identity.bus_id or "n/a"),
             live_html.badge_html(row.health_class, row.badge),
         ]
         cells += [f"{value_html(cell)} <small>{escape(cell.label)}</small>" for cell in row.metrics]
-        rows.append(
-            _row(cells).replace("<tr>", f'<tr class="npuwatch-chip npuwatch-health-{row.health_class}">')
-        )
-    header = _row(["NPU", "Chip", "Name", "Bus-Id", "Health", "Util", "Memory", "Power", "Temp"], "th")
+        rows.append(_row(cells).replace("<tr>", f'<tr class="{chip_classes(row)}">'))
+    header = _row(["NPU", "Chip", "Name", "Bus-Id", "Health", *cell_columns()], "th")
     table = (
         f'<table class="npuwatch-snapshot" style="border-collapse:collapse;font-size:12px">{header}'
         f"{''.join(rows)}</table>"
@@ -98,7 +100,8 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
     if problem:
         table += f'<p class="npuwatch-problem" style="color:#c62828">{escape(problem)}</p>'
     host = live_html.host_html(None if snapshot.host is None else host_row(snapshot.host))
-    processes = live_html.processes_html(process_row(p) for p in snapshot.processes)
+    now_s = snapshot.taken_at.timestamp()
+    processes = live_html.processes_html(process_row(p, now_s) for p in snapshot.processes)
     title = (
         f"<b>npuwatch snapshot</b> · {escape(snapshot.source)} · "
         f'<span class="npuwatch-updated">{escape(sample_time(snapshot))}</span>'

@@ -22,6 +22,7 @@ from textual.widgets import Footer, Input, Static
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.crash import EXIT_INTERNAL, crash_line
+from npuwatch.judge import judge_snapshot
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
 from npuwatch.replay import ReplaySampler
 from npuwatch.text_safety import inert
@@ -346,8 +347,9 @@ class NpuwatchApp(App[None]):
             self.call_after_refresh(lambda: self._apply_layout(self._terminal or self.size))
             if self.focused is None and groups:  # Enter opens the first chip until the user moves
                 self.call_after_refresh(self._groups[groups[0][0].identity.npu_id].cards[0].focus)
+        judged = judge_snapshot(snapshot)  # the judge's verdicts colour the cards
         for group in groups:
-            self._groups[group[0].identity.npu_id].show(group)
+            self._groups[group[0].identity.npu_id].show(group, judged)
         # A card's height can change with its chip's state (a problem line under its metrics):
         # measure the boxes again only when that state changed, not at every sample.
         state = [_without_metrics(chip) for chip in snapshot.chips]

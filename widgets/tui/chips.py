@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,13 +11,14 @@ from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
-from npuwatch.chip_facts import ChipMemory, chip_memory, rated_power_w
 from npuwatch.history import History
-from npuwatch.model import ChipSample, MetricStatus
+from npuwatch.judge import Judgement
+from npuwatch.model import ChipSample, Level
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 from npuwatch.widgets.tui.line import TextLines
+from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row, worst_health
 
 LABEL_WIDTH = 5  # "HBM  "
 #: Every card's bars are this long whatever the card's width (the grid's cards differ by a cell
@@ -41,30 +42,43 @@ class ChipCard(TextLines, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, chip: ChipSample, history: History, in_group: bool) -> None:
+    def __init__(
+        self, chip: ChipSample, history: History, in_group: bool, judgement: Optional[Judgement] = None
+    ) -> None:
         super().__init__(classes="chip")
         self.chip = chip
         self.history = history
         self.in_group = in_group
+        self.row = chip_row(chip, judgement=judgement)
+        self._set_level(self.row.level)
 
-    def show(self, chip: ChipSample) -> None:
-        """Render a newer sample of this chip."""
+    def show(self, chip: ChipSample, judgement: Optional[Judgement] = None) -> None:
+        """Render a newer sample of this chip; ``judgement`` is the judge's verdict on it."""
         grows = len(problem_lines(chip, 20)) != len(problem_lines(self.chip, 20))
         self.chip = chip
+        self.row = chip_row(chip, judgement=judgement)
+        self._set_level(self.row.level)
         if grows:  # a line appeared or went (an alarm's code, a degraded link): the card resizes
             self.refresh(layout=True)
         self.redraw()
+
+    def _set_level(self, level: Level) -> None:
+        """The class ``level-ok|warning|critical|unknown``: the card's colour is the judge's level."""
+        wanted = f"level-{level.value}"
+        if not self.has_class(wanted):
+            self.remove_class(*(f"level-{other.value}" for other in Level))
+            self.add_class(wanted)
 
     def lines(self) -> List[Text]:
         """The card's lines as text (what the screen shows; also read by tests)."""
         width = max(20, self.size.width)
         if self.has_class("compact"):
-            return [compact_line(self.chip, self.history, width, self.in_group)]
-        return card_lines(self.chip, self.history, width, self.in_group)
+            return [compact_line(self.chip, self.history, width, self.in_group, self.row)]
+        return card_lines(self.chip, self.history, width, self.in_group, self.row)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # The wide card is as tall as its lines: the metrics, then one line per problem.
-        return len(card_lines(self.chip, self.history, max(20, width), self.in_group))
+        return len(card_lines(self.chip, self.history, max(20, width), self.in_group, self.row))
 
     def on_click(self) -> None:
         self.post_message(self.Selected(self.chip.identity.key))
@@ -76,7 +90,12 @@ class ChipCard(TextLines, can_focus=True):
 class NpuGroup(Widget):
     """The chips of one NPU card in one bordered box, titled with the NPU ID and model."""
 
-    def __init__(self, chips: Sequence[ChipSample], history: History) -> None:
+    def __init__(
+        self,
+        chips: Sequence[ChipSample],
+        history: History,
+        judgements: Optional[Mapping[Tuple[int, int], Judgement]] = None,
+    ) -> None:
         super().__init__(classes="npu-group")
         first = chips[0].identity
         self.npu_id = first.npu_id
@@ -85,56 +104,47 @@ class NpuGroup(Widget):
         # A border title is markup: the name npu-smi printed is escaped for it as well.
         name = escape(inert(first.name or "unknown model"))
         self.border_title = f"NPU {first.npu_id} · {name}{count}"
-        self.cards = [ChipCard(chip, history, in_group=len(chips) > 1) for chip in chips]
+        judged = judgements or {}
+        self.cards = [
+            ChipCard(chip, history, len(chips) > 1, judged.get(chip.identity.key)) for chip in chips
+        ]
         if len(chips) > 1:
             self.add_class("multi")
 
     def compose(self) -> ComposeResult:
         yield from self.cards
 
-    def show(self, chips: Sequence[ChipSample]) -> None:
-        """Render the newer samples of this NPU's chips (same chips, same order)."""
+    def show(
+        self, chips: Sequence[ChipSample], judgements: Optional[Mapping[Tuple[int, int], Judgement]] = None
+    ) -> None:
+        """Render the newer samples of this NPU's chips (same chips, same order) with the judge's
+        verdicts on them (``judge_snapshot``)."""
+        judged = judgements or {}
         for card, chip in zip(self.cards, chips):
-            card.show(chip)
+            card.show(chip, judged.get(chip.identity.key))
         # Touch the box only when its look changes: each change repaints the whole group.
         if len(chips) > 1:  # one card shows its own badge; a group sums up the worst
-            worst = max((chip.health for chip in chips), key=lambda h: _SEVERITY[h.value])
-            subtitle = render.badge(worst).plain.strip()
+            subtitle = render.badge(worst_health([chip.health for chip in chips])).plain.strip()
             if subtitle != self.border_subtitle:
                 self.border_subtitle = subtitle
-        stale = any(_stale(chip) for chip in chips)
+        stale = any(card.row.stale for card in self.cards)
         if stale != self.has_class("stale"):
             self.set_class(stale, "stale")
 
 
-_SEVERITY = {"OK": 0, "Warning": 1, "Unknown": 2, "Alarm": 3, "Critical": 4}
+def _card_value(cell: MetricCell) -> str:
+    """A cell's value in a card's 8 columns: ``64%``, ``52/64G``, ``281.4W``, ``40 °C``."""
+    if cell.key == "memory":
+        if cell.fraction is None:
+            return fmt.NA
+        return f"{fmt.gib(cell.value, 0)}/{fmt.gib(cell.total, 0)}G"
+    if cell.key == "power":  # the bar shows the share of the rating
+        return fmt.watts(cell.value).replace(" W", "W")
+    return cell.text
 
 
-def _stale(chip: ChipSample) -> bool:
-    return any(note.status is MetricStatus.STALE for note in chip.notes.values())
-
-
-def _utilisation(chip: ChipSample) -> tuple:
-    """(label, percent, history metric): AI Core, or NPU Util on layouts that print only that (950)."""
-    if chip.aicore_percent is not None or chip.npu_util_percent is None:
-        return "AIC", chip.aicore_percent, "aicore_percent"
-    return "NPU", chip.npu_util_percent, "npu_util_percent"
-
-
-def _memory_label(memory: ChipMemory) -> str:
-    """HBM, or DDR on 310P/310B which have no HBM; MEM for a model npuwatch does not know."""
-    return memory.kind or "MEM"
-
-
-def _memory_figures(memory: ChipMemory, share: Optional[float]) -> str:
-    """``52/64G``, or ``n/a`` when the use or the size is not known."""
-    if share is None:
-        return fmt.NA
-    return f"{fmt.gib(memory.used_mib, 0)}/{fmt.gib(memory.total_mib, 0)}G"
-
-
-def _title(chip: ChipSample, in_group: bool) -> Text:
-    ident = chip.identity
+def _title(row: ChipRow, in_group: bool) -> Text:
+    ident = row.identity
     text = Text()
     if in_group:  # the group's border names the NPU; each card names its chip
         text.append(f"chip {ident.chip_id} ", style="bold")
@@ -143,43 +153,30 @@ def _title(chip: ChipSample, in_group: bool) -> Text:
     if ident.device_id is not None:
         text.append(f"dev {ident.device_id} ")
     text.append(inert(ident.bus_id or "Bus-Id n/a"), style="dim")
-    if _stale(chip):
+    if row.stale:
         text.append("  STALE", style="bold dark_orange")
     return text
 
 
-def card_lines(chip: ChipSample, history: History, width: int, in_group: bool) -> List[Text]:
-    """The multi-line card (wide terminals)."""
+def card_lines(
+    chip: ChipSample, history: History, width: int, in_group: bool, row: Optional[ChipRow] = None
+) -> List[Text]:
+    """The multi-line card (wide terminals): a line per cell of the chip's row, then its problems."""
+    shown = row if row is not None else chip_row(chip)
     key = chip.identity.key
     inner = width - 1
     room = inner - LABEL_WIDTH - VALUE_WIDTH  # for the bar and the sparkline
     bar_w = BAR_WIDTH if room - BAR_WIDTH >= MIN_SPARK_WIDTH else max(4, room - MIN_SPARK_WIDTH)
     spark_w = max(1, room - bar_w)
-    head = _title(chip, in_group)
+    head = _title(shown, in_group)
     head.append("  ")
     head.append_text(render.badge(chip.health))
-    label, util, util_metric = _utilisation(chip)
-    util_line = _metric_line(
-        label, util / 100 if util is not None else None, bar_w, fmt.percent(util), "green"
-    )
-    util_line.append_text(render.spark(history.values(key, util_metric, last=spark_w), spark_w, 100))
-    memory = chip_memory(chip)
-    share, pct = render.fraction(memory.used_mib, memory.total_mib)
-    mem_text = _memory_figures(memory, share)
-    mem_line = _metric_line(_memory_label(memory), share, bar_w, mem_text, render.usage_style(pct))
-    mem_history = history.values(key, memory.used_metric, last=spark_w)
-    mem_line.append_text(render.spark(mem_history, spark_w, memory.total_mib))
-    rated = rated_power_w(chip.identity.name)
-    power_share = chip.power_w / rated if rated and chip.power_w is not None else None
-    power_line = _metric_line(
-        "PWR", power_share, bar_w, fmt.watts(chip.power_w).replace(" W", "W"), "magenta"
-    )
-    power_line.append_text(render.spark(history.values(key, "power_w", last=spark_w), spark_w, rated))
-    temp_share = chip.temperature_c / 100 if chip.temperature_c is not None else None
-    temp_style = render.temperature_style(chip.temperature_c) or "yellow"
-    temp_line = _metric_line("TEMP", temp_share, bar_w, fmt.celsius(chip.temperature_c), temp_style)
-    temp_line.append_text(render.spark(history.values(key, "temperature_c", last=spark_w), spark_w, 100))
-    return [head, util_line, mem_line, power_line, temp_line, *problem_lines(chip, width)]
+    lines = [head]
+    for cell in shown.metrics:
+        line = _metric_line(cell.tag, cell.fraction, bar_w, _card_value(cell), render.bar_style(cell))
+        line.append_text(render.spark(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling))
+        lines.append(line)
+    return [*lines, *problem_lines(chip, width)]
 
 
 #: How many of a chip's error codes its card lists (the detail screen shows them all).
@@ -218,15 +215,18 @@ def _metric_line(label: str, share: Optional[float], bar_w: int, value: str, sty
     return line
 
 
-def _memory_column(memory: ChipMemory, share: Optional[float]) -> str:
+def _memory_column(cell: MetricCell) -> str:
     """The one-line row's memory figures, aligned on the slash: `` 52/64G``, ``  3/64G``, ``    n/a``."""
-    if share is None:
+    if cell.fraction is None:
         return f"{fmt.NA:>7}"
-    return f"{fmt.gib(memory.used_mib, 0):>3}/{fmt.gib(memory.total_mib, 0)}G"
+    return f"{fmt.gib(cell.value, 0):>3}/{fmt.gib(cell.total, 0)}G"
 
 
-def compact_line(chip: ChipSample, history: History, width: int, in_group: bool) -> Text:
+def compact_line(
+    chip: ChipSample, history: History, width: int, in_group: bool, row: Optional[ChipRow] = None
+) -> Text:
     """One line per chip (80-column terminals)."""
+    shown = row if row is not None else chip_row(chip)
     ident = chip.identity
     line = Text()
     who = f" └c{ident.chip_id}" if in_group and ident.chip_id else f"{ident.npu_id:>3}"
@@ -235,20 +235,20 @@ def compact_line(chip: ChipSample, history: History, width: int, in_group: bool)
     badge = render.badge(chip.health)
     line.append_text(badge)
     line.append(" " * max(0, 12 - len(badge.plain)))
-    label, util, _ = _utilisation(chip)
-    memory = chip_memory(chip)
-    share, pct = render.fraction(memory.used_mib, memory.total_mib)
+    util, memory = shown.cell("util"), shown.cell("memory")
+    power, temperature = shown.cell("power"), shown.cell("temperature")
     rest = width - len(line.plain) - 40
     bar_w = max(4, min(14, rest // 2))
-    line.append(f"{label} ")
-    line.append_text(render.bar(util / 100 if util is not None else None, bar_w, "green"))
-    line.append(f" {fmt.percent(util):>4} ")
-    line.append(f"{_memory_label(memory)} ")
-    line.append_text(render.bar(share, bar_w, render.usage_style(pct)))
-    line.append(f" {_memory_column(memory, share)} ")
-    line.append(f"{fmt.watts(chip.power_w).replace(' W', 'W'):>7} ")
-    line.append(fmt.celsius(chip.temperature_c), style=render.temperature_style(chip.temperature_c))
-    if _stale(chip):
+    line.append(f"{util.tag} ")
+    line.append_text(render.bar(util.fraction, bar_w, render.bar_style(util)))
+    line.append(f" {util.text:>4} ")
+    line.append(f"{memory.tag} ")
+    line.append_text(render.bar(memory.fraction, bar_w, render.bar_style(memory)))
+    line.append(f" {_memory_column(memory)} ")
+    line.append(f"{_card_value(power):>7}", style=render.text_style(power.level))
+    line.append(" ")
+    line.append(temperature.text, style=render.text_style(temperature.level))
+    if shown.stale:
         line.append(" STALE", style="bold dark_orange")
     return line
 

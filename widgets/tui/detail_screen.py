@@ -18,41 +18,32 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from npuwatch.chip_details import ChipDetails
-from npuwatch.chip_facts import rated_power_w
+from npuwatch.chip_facts import chip_memory, rated_power_w
+from npuwatch.metrics_table import METRICS, metric
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
-from npuwatch.probes.soc import soc_from_chip_name
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
+from npuwatch.widgets.view_model import graph_top
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
 
-#: SoC families whose memory is DDR (no HBM): the 310 line.  The 910 family and the 950 have HBM.
-DDR_SOCS = ("ascend310", "ascend310p", "ascend310b")
-
-
-def _gib(mib: Optional[float]) -> str:
-    return fmt.NA if mib is None else f"{fmt.gib(mib)} GiB"
-
-
-@dataclass(frozen=True)
-class Graph:
-    """One large history graph: its title, the metric it draws, a fixed top (else from the data), units."""
-
-    label: str
-    metric: str
-    top: Optional[float]
-    shown: Callable[[Optional[float]], str]
-
-
-GRAPHS = (
-    Graph("AI Core", "aicore_percent", 100.0, fmt.percent),
-    Graph("NPU Util", "npu_util_percent", 100.0, fmt.percent),
-    Graph("HBM used", "hbm_used_mib", None, _gib),
-    Graph("DDR used", "memory_used_mib", None, _gib),
-    Graph("Power", "power_w", None, fmt.watts),
-    Graph("Temperature", "temperature_c", None, fmt.celsius),
+#: The metrics the rows above give a row of their own; any other metric of the table the chip
+#: reports gets a plain row (title and value in its unit) after them.
+_OWN_ROWS = frozenset(
+    {
+        "aicore_percent",
+        "npu_util_percent",
+        "hbm_used_mib",
+        "hbm_total_mib",
+        "memory_used_mib",
+        "memory_total_mib",
+        "hugepages_used",
+        "hugepages_total",
+        "power_w",
+        "temperature_c",
+    }
 )
 
 
@@ -149,11 +140,7 @@ class MetricRow:
 
 def memory_kind(chip: ChipSample) -> str:
     """``HBM`` or ``DDR``: what npu-smi reported a total for, else what the chip's family has."""
-    if chip.hbm_total_mib:
-        return "HBM"
-    if chip.memory_total_mib:
-        return "DDR"
-    return "DDR" if soc_from_chip_name(chip.identity.name) in DDR_SOCS else "HBM"
+    return chip_memory(chip).kind or "HBM"
 
 
 def metric_rows(chip: ChipSample) -> List[MetricRow]:
@@ -165,9 +152,9 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
     rows: List[MetricRow] = []
     aicore = chip.aicore_percent is not None or not _unsupported(chip, "aicore_percent")
     if aicore:
-        rows.append(MetricRow("AI Core", _opt(chip.aicore_percent, fmt.percent), ("aicore_percent",)))
+        rows.append(_plain_row(chip, "aicore_percent"))
     if chip.npu_util_percent is not None or not aicore:
-        rows.append(MetricRow("NPU Util", _opt(chip.npu_util_percent, fmt.percent), ("npu_util_percent",)))
+        rows.append(_plain_row(chip, "npu_util_percent"))
     kind = memory_kind(chip)
     if kind == "HBM":
         used, total, metrics = chip.hbm_used_mib, chip.hbm_total_mib, ("hbm_used_mib", "hbm_total_mib")
@@ -177,7 +164,7 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
     memory = None
     if used is not None and total:
         memory = f"{fmt.used_total_gib(used, total)} ({fmt.percent(100 * used / total)})"
-    rows.append(MetricRow(f"{kind} used", memory, metrics))
+    rows.append(MetricRow(metric(metrics[0]).title, memory, metrics))
     if chip.hugepages_total:
         pages = f"{chip.hugepages_used if chip.hugepages_used is not None else fmt.NA}/{chip.hugepages_total}"
         rows.append(MetricRow("Huge pages", f"{pages} pages", ("hugepages_used", "hugepages_total")))
@@ -185,9 +172,18 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
     rated = rated_power_w(chip.identity.name)
     if power is not None and rated:
         power += f" (rated ≈{rated:.0f} W)"
-    rows.append(MetricRow("Power", power, ("power_w",)))
-    rows.append(MetricRow("Temperature", _opt(chip.temperature_c, fmt.celsius), ("temperature_c",)))
+    rows.append(MetricRow(metric("power_w").title, power, ("power_w",)))
+    rows.append(_plain_row(chip, "temperature_c"))
+    others = (row.name for row in METRICS if row.name not in _OWN_ROWS)
+    rows += [_plain_row(chip, name) for name in others if getattr(chip, name) is not None]
     return rows
+
+
+def _plain_row(chip: ChipSample, name: str) -> MetricRow:
+    """A metric's row: its title, its value in its unit (None: n/a)."""
+    row = metric(name)
+    value = chip.metric(name)
+    return MetricRow(row.title, None if value is None else fmt.with_unit(value, row.unit), (name,))
 
 
 def metric_table(chip: ChipSample) -> Table:
@@ -242,34 +238,20 @@ def pcie_text(chip: ChipSample) -> Text:
 
 def graphs(sampler: SnapshotFeed, chip: ChipSample, width: int) -> RenderableType:
     """Large history graphs (4 rows each) for the metrics this chip has and reports."""
-    has = {metric for row in metric_rows(chip) for metric in row.metrics}
+    shown = [name for row in metric_rows(chip) for name in row.metrics if metric(name).graphed]
     parts: List[RenderableType] = []
-    for graph in GRAPHS:
-        if graph.metric not in has:
-            continue
-        values = sampler.history.values(chip.identity.key, graph.metric, last=width)
+    for name in shown:  # in the order of the rows above: AI Core, memory, power, temperature
+        row = metric(name)
+        values = sampler.history.values(chip.identity.key, name, last=width)
         if not any(v is not None for v in values):
             continue
-        top = graph.top or _ceiling(chip, graph.metric, values)
+        top = graph_top(chip, name, values)
         latest = next((v for v in reversed(values) if v is not None), None)
-        title = Text(f"{graph.label}  now {graph.shown(latest)}", style="bold")
-        title.append(f"  (graph top {graph.shown(top)})", style="dim")
+        title = Text(f"{row.title}  now {fmt.with_unit(latest, row.unit)}", style="bold")
+        title.append(f"  (graph top {fmt.with_unit(top, row.unit)})", style="dim")
         parts.append(title)
         parts.extend(render.graph(values, width, 4, top))
     return Group(*parts) if parts else Text("No history yet.", style="dim")
-
-
-def _ceiling(chip: ChipSample, metric: str, values: List[Optional[float]]) -> float:
-    if metric == "hbm_used_mib" and chip.hbm_total_mib:
-        return float(chip.hbm_total_mib)
-    if metric == "memory_used_mib" and chip.memory_total_mib:
-        return float(chip.memory_total_mib)
-    if metric == "power_w":
-        rated = rated_power_w(chip.identity.name)
-        highest = max((v for v in values if v is not None), default=0.0)
-        if rated and highest <= rated:
-            return rated
-    return max((v for v in values if v is not None), default=1.0) * 1.1 or 1.0
 
 
 def npu_smi_tables(details: Optional[ChipDetails], source: str = "") -> RenderableType:

@@ -15,8 +15,8 @@ from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
 from npuwatch.text_safety import inert
-from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui.line import text_strip
+from npuwatch.widgets.view_model import process_row
 
 COLUMNS = ("NPU", "Chip", "PID", "User", "NPU mem", "%CPU", "RSS", "Elapsed", "Command")
 
@@ -169,26 +169,15 @@ def _haystack(process: NpuProcess) -> str:
 
 
 def _row(process: NpuProcess, user: str, now_s: float) -> Tuple[Text, ...]:
-    host = process.host
-    own = host is not None and bool(user) and host.user == user
-    style = "bold" if own else ""
-    ids = (str(process.npu_id), str(process.chip_id), str(process.pid))
-    npu_mem = fmt.mib(process.npu_memory_mib)
-    if host is None:
-        why = process.host_unavailable or "no host details"
-        cells = (*ids, "—", npu_mem, "—", "—", "—")
-        command = Text(f"{inert(process.name or '?')}  ", style=style)
-        command.append(f"({inert(why)})", style="dim italic")
+    """The view model's process row as cells: dim with the reason when the host cannot see it."""
+    row = process_row(process, now_s, user=user)
+    style = "bold" if row.own else ""
+    ids = (str(row.npu_id), str(row.chip_id), row.pid)
+    if row.no_host is not None:
+        cells = (*ids, "—", row.npu_memory, "—", "—", "—")
+        command = Text(f"{inert(row.command)}  ", style=style)
+        command.append(f"({inert(row.no_host)})", style="dim italic")
         return (*(Text(c, style="dim") for c in cells), command)
-    elapsed = None if host.start_time_s is None else now_s - host.start_time_s
-    values = (
-        *ids,
-        host.user or "?",
-        npu_mem,
-        fmt.percent(host.cpu_percent),
-        fmt.bytes_iec(host.rss_bytes),
-        fmt.duration(elapsed),
-        host.command or process.name or "?",
-    )
+    values = (*ids, row.user or "?", row.npu_memory, row.cpu, row.rss, row.elapsed, row.command)
     # The user, name and command line are whoever runs the job's: shown, never obeyed.
-    return tuple(Text(inert(c), style=style) for c in values)
+    return tuple(Text(inert(c or "—"), style=style) for c in values)

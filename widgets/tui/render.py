@@ -1,4 +1,5 @@
-"""Provides the dashboard's small text pieces as Rich Text: bars, sparklines, badges, colours."""
+"""Provides the dashboard's small text pieces as Rich Text: bars, sparklines, badges, and the Rich
+style of each level (the view model's levels: the judge's, or a usage bar's)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import List, Optional, Sequence, Tuple
 
 from rich.text import Text
 
-from npuwatch.model import Health
+from npuwatch.model import Health, Level
 from npuwatch.widgets import format as fmt
+from npuwatch.widgets import view_model
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 _SPARKS = "▁▂▃▄▅▆▇█"
@@ -21,14 +23,26 @@ _BADGE_STYLES = {
     Health.UNKNOWN: "bold white on grey42",
 }
 
-#: Temperature colours: below ``warn`` plain, then orange, then red at ``limit`` (°C).
-TEMPERATURE_WARN_C = 75.0
-TEMPERATURE_LIMIT_C = 85.0
+#: A bar's colour per cell while its level is ok; a warning or critical level takes LEVEL_BAR_STYLES.
+CELL_BAR_STYLES = {"util": "green", "memory": "dodger_blue2", "power": "magenta", "temperature": "yellow"}
+LEVEL_BAR_STYLES = {Level.WARNING: "dark_orange", Level.CRITICAL: "red"}
+#: A value's text style per level (a value drawn without a bar, a chip's title).
+LEVEL_TEXT_STYLES = {Level.WARNING: "bold dark_orange", Level.CRITICAL: "bold red"}
 
 
 def badge(health: Health) -> Text:
     """The health badge: ``✔ OK``, ``▲ Warning``, ``✖ Alarm``, ``‼ Critical``, ``? Unknown``."""
-    return Text(f" {fmt.HEALTH_GLYPHS[health]} {health.value} ", style=_BADGE_STYLES[health])
+    return Text(f" {view_model.badge(health)} ", style=_BADGE_STYLES[health])
+
+
+def bar_style(cell: view_model.MetricCell) -> str:
+    """The colour of a cell's bar: its level's when not ok, else the cell's own."""
+    return LEVEL_BAR_STYLES.get(cell.level) or CELL_BAR_STYLES.get(cell.key, "green")
+
+
+def text_style(level: Level) -> str:
+    """The style of a value at ``level``: plain when ok (or unknown), orange, red."""
+    return LEVEL_TEXT_STYLES.get(level, "")
 
 
 def health_mark(health: Health) -> Tuple[str, str]:
@@ -68,17 +82,10 @@ def spark(values: Sequence[Optional[float]], width: int, ceiling: Optional[float
 
 
 def usage_style(percent: Optional[float]) -> str:
-    """Memory-like usage: calm below 80 %, orange to 95 %, red above."""
-    if percent is None or percent < 80:
-        return "dodger_blue2"
-    return "dark_orange" if percent < 95 else "red"
-
-
-def temperature_style(celsius: Optional[float]) -> str:
-    """Plain below the warning level, orange to the limit, red at or over it."""
-    if celsius is None or celsius < TEMPERATURE_WARN_C:
-        return ""
-    return "bold dark_orange" if celsius < TEMPERATURE_LIMIT_C else "bold red"
+    """Memory-like usage (the host's memory): the view model's memory level, as a bar colour."""
+    share = None if percent is None else percent / 100
+    level = view_model.usage_level(share, view_model.MEMORY_WARNING_SHARE, view_model.MEMORY_CRITICAL_SHARE)
+    return LEVEL_BAR_STYLES.get(level, CELL_BAR_STYLES["memory"])
 
 
 def fraction(used: Optional[float], total: Optional[float]) -> Tuple[Optional[float], Optional[float]]:

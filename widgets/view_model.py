@@ -1,0 +1,565 @@
+"""Provides the one presentation model of the three views: a Snapshot, its History and the judge's
+verdicts → plain rows of display strings, each with a level.
+
+The dashboard (``widgets/tui``), the text views (``snapshot`` and ``--plain``, ``widgets/text.py``)
+and the notebook (``widgets/notebook``) render these rows; none of them chooses a label, a scale,
+a level or a process cell itself.  What a cell shows comes from the metric table
+(``npuwatch.metrics_table``); every level comes from the judge (``npuwatch.judge``) or, for a
+usage bar, from ``usage_level`` here.  Toolkit-free: Rich styles and HTML classes are each view's
+small mapping from ``Level``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from npuwatch.alerts import Alert, Severity
+from npuwatch.chip_facts import chip_memory, rated_power_w
+from npuwatch.history import History
+from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
+from npuwatch.judge.rules import is_stale
+from npuwatch.metrics_table import CELLS, Scale, cell_metrics, metric
+from npuwatch.model import (
+    ChipIdentity,
+    ChipSample,
+    Health,
+    HostInfo,
+    Level,
+    MetricStatus,
+    NpuProcess,
+    Snapshot,
+)
+from npuwatch.widgets import format as fmt
+
+ChipKey = Tuple[int, int]
+
+#: Where a usage bar (memory, power against its rating) turns amber and red: a full HBM or a chip
+#: at its rated power is not a fault of the chip, so these colour the bar, not the chip's level.
+MEMORY_WARNING_SHARE, MEMORY_CRITICAL_SHARE = 0.8, 0.95
+POWER_WARNING_SHARE = 0.9
+#: An alert's severity as a level (an ``info`` alert is nothing wrong).
+_ALERT_LEVELS = {Severity.CRITICAL: Level.CRITICAL, Severity.WARNING: Level.WARNING, Severity.INFO: Level.OK}
+
+
+def badge(health: Health) -> str:
+    """The health badge's text, glyph and word (``✔ OK``, ``✖ Alarm``): it reads without colour."""
+    return f"{fmt.HEALTH_GLYPHS[health]} {health.value}"
+
+
+def worst_health(healths: Sequence[Health]) -> Health:
+    """The worst of ``healths`` by the judge's level of each (Critical before Alarm within it)."""
+    order = list(Health)  # OK, Warning, Alarm, Critical, Unknown: DCMI's 0..3, then none
+    return max(healths, key=lambda health: (health.level.rank, order.index(health)))
+
+
+def usage_level(share: Optional[float], warning: float, critical: Optional[float] = None) -> Level:
+    """The level of a usage bar at ``share`` (0..1) of its scale."""
+    if share is None or share < warning:
+        return Level.OK
+    return Level.CRITICAL if critical is not None and share >= critical else Level.WARNING
+
+
+@dataclass(frozen=True)
+class MetricCell:
+    """One card cell of a chip: the metric the chip reports for it, its value as text, bar and level."""
+
+    key: str  # the cell: util | memory | power | temperature (metrics_table.CELLS)
+    metric: str  # the metric shown (its History series): aicore_percent, hbm_used_mib …
+    label: str  # AI Core, NPU Util, HBM, DDR, Power, Temp
+    tag: str  # the terminal's short label: AIC, NPU, HBM, DDR, MEM, PWR, TEMP
+    value: Optional[float]  # in the metric's unit; None: n/a
+    text: str  # 64%, 52.5/64.0 GiB, 281.4/400 W, 40 °C or n/a
+    fraction: Optional[float]  # 0..1 for a bar; None when there is no scale
+    level: Level  # unknown when n/a
+    reason: Optional[str]  # why the value is n/a (or stale)
+    ceiling: Optional[float]  # the bar's and plot's top in the metric's unit (None: the largest value)
+    top_label: str  # the plot's top as text: 100%, 64 GiB, 400 W
+    total: Optional[float] = None  # memory: the chip's total (MiB)
+    series: Tuple[Optional[float], ...] = ()  # oldest first; None is a gap (only when asked for)
+
+
+@dataclass(frozen=True)
+class ChipRow:
+    """One chip: identity, health badge, the judge's level and reasons, and its cells."""
+
+    key: ChipKey
+    identity: ChipIdentity
+    title: str  # NPU 0 · 910B3
+    detail: str  # chip 1 · phy 3 · 0000:C1:00.0
+    health: str  # Health value: OK, Warning, …
+    health_class: str  # ok | warning | alarm | critical | unknown
+    badge: str  # ✔ OK
+    stale: bool
+    metrics: Tuple[MetricCell, ...]
+    level: Level = Level.OK  # the judge's verdict on the chip
+    reasons: Tuple[str, ...] = ()  # the judge's reasons for it
+    own_memory: Optional[str] = None  # this kernel's torch_npu allocator figures on this chip
+    model: str = ""  # 910B3, or "" when npu-smi gave no name
+    reason: Optional[str] = None  # why several of its metrics are n/a, said once for the chip
+
+    def cell(self, key: str) -> MetricCell:
+        """The cell called ``key`` (util, memory, power, temperature)."""
+        return next(cell for cell in self.metrics if cell.key == key)
+
+
+@dataclass(frozen=True)
+class HostRow:
+    """The machine the kernel runs on."""
+
+    hostname: str
+    cpu_text: str
+    cpu_fraction: Optional[float]
+    memory_text: str
+    memory_fraction: Optional[float]
+    load_text: str
+    in_container: bool
+    cpu_series: Tuple[Optional[float], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    """One process holding NPU memory; the host cells are None when the host cannot see it."""
+
+    npu_id: int
+    chip_id: int
+    where: str  # NPU 0 or NPU 0 chip 1
+    pid: str
+    user: Optional[str]
+    npu_memory: str
+    cpu: Optional[str]
+    rss: Optional[str]
+    elapsed: Optional[str]
+    command: str  # the host's command line, else npu-smi's process name
+    no_host: Optional[str]  # why there are no host details
+    mine: bool  # this kernel's own process
+    own: bool = False  # run by the user who watches (the dashboard bolds these)
+
+    def command_text(self, said: Optional[str] = None) -> str:
+        """The command, with why the host cannot see it unless that was ``said`` for every row."""
+        if self.no_host is None or self.no_host == said:
+            return self.command
+        return f"{self.command}  ({self.no_host})"
+
+
+@dataclass(frozen=True)
+class AlertRow:
+    """One alert, as the terminal dashboard raises it (AlertTracker)."""
+
+    severity: str  # info | warning | critical
+    message: str
+    detail: str
+    level: Level = Level.OK
+
+
+@dataclass(frozen=True)
+class ViewModel:
+    """Everything one frame of a live view shows."""
+
+    title: str
+    source: str
+    updated: str  # the sample time HH:MM:SS (local time of the kernel)
+    chips: Tuple[ChipRow, ...]
+    host: Optional[HostRow]
+    processes: Tuple[ProcessRow, ...]
+    alerts: Tuple[AlertRow, ...]
+    warnings: Tuple[str, ...]
+    window: str  # what the plots span: last 15 min
+    shared_reason: Optional[str] = None  # why every chip's values are n/a (npu-smi failed), said once
+
+
+@dataclass(frozen=True)
+class ReasonGroup:
+    """One reason values are n/a, with the metrics and chips it explains."""
+
+    reason: str
+    metrics: Tuple[str, ...]  # labels: Power, Temp
+    chips: Tuple[ChipKey, ...]
+
+    def text(self) -> str:
+        """``Power on NPU 1 chip 0, NPU 1 chip 1: npu-smi prints 'NA'…``."""
+        where = ", ".join(chip_name(key) for key in self.chips)
+        return f"{', '.join(self.metrics)} on {where}: {self.reason}"
+
+
+def chip_name(key: ChipKey) -> str:
+    """``NPU 2 chip 1``: a chip keyed by NPU and chip (Duo and A3 cards hold two chips per NPU)."""
+    return f"NPU {key[0]} chip {key[1]}"
+
+
+def reason_groups(rows: Sequence[ChipRow]) -> Tuple[ReasonGroup, ...]:
+    """Every n/a reason once, with the metrics and chips it explains (in chip order)."""
+    metrics: Dict[Tuple[str, ChipKey], List[str]] = {}
+    for row in rows:
+        for cell in row.metrics:
+            if cell.reason:
+                metrics.setdefault((cell.reason, row.key), []).append(cell.label)
+    groups: Dict[Tuple[str, Tuple[str, ...]], List[ChipKey]] = {}
+    for (reason, key), labels in metrics.items():
+        groups.setdefault((reason, tuple(labels)), []).append(key)
+    return tuple(ReasonGroup(reason, labels, tuple(keys)) for (reason, labels), keys in groups.items())
+
+
+def _shared_reason(rows: Sequence[ChipRow]) -> Optional[str]:
+    """The reason every n/a value of every chip has (a failed npu-smi), when there is one."""
+    reasons = {cell.reason for row in rows for cell in row.metrics if cell.reason}
+    if len(rows) < 2 or len(reasons) != 1 or any(row.reason is None for row in rows):
+        return None
+    return reasons.pop()
+
+
+def build_view(
+    snapshot: Snapshot,
+    history: History,
+    alerts: Sequence[Alert] = (),
+    *,
+    points: int = 900,
+    window: str = "",
+    own_memory: Optional[Mapping[ChipKey, str]] = None,
+    host_cpu_series: Sequence[Optional[float]] = (),
+    my_pid: Optional[int] = None,
+) -> ViewModel:
+    """The frame for ``snapshot``: ``points`` history values per plot, ``own_memory`` by chip key."""
+    host = snapshot.host
+    hostname = host.hostname if host is not None else "no host (replay)"
+    mine = own_memory or {}
+    rows = chip_rows(snapshot, history, points, mine)
+    now_s = snapshot.taken_at.timestamp()
+    return ViewModel(
+        title=f"npuwatch · {hostname}",
+        source=snapshot.source,
+        updated=sample_time(snapshot),
+        chips=rows,
+        host=None if host is None else host_row(host, host_cpu_series),
+        processes=tuple(process_row(p, now_s, my_pid) for p in snapshot.processes),
+        alerts=tuple(alert_row(a) for a in alerts),
+        warnings=snapshot.warnings,
+        window=window,
+        shared_reason=_shared_reason(rows),
+    )
+
+
+def chip_rows(
+    snapshot: Snapshot,
+    history: Optional[History] = None,
+    points: int = 0,
+    own_memory: Optional[Mapping[ChipKey, str]] = None,
+    *,
+    ordered: bool = True,
+) -> Tuple[ChipRow, ...]:
+    """A row per chip of ``snapshot``, each with the judge's verdict: in (NPU, chip) order, or in
+    the snapshot's own order (npu-smi's) when not ``ordered``."""
+    judged = judge_snapshot(snapshot)
+    mine = own_memory or {}
+    chips = sorted(snapshot.chips, key=lambda c: c.identity.key) if ordered else snapshot.chips
+    return tuple(
+        chip_row(c, history, points, mine.get(c.identity.key), judged.get(c.identity.key)) for c in chips
+    )
+
+
+def cell_columns() -> Tuple[str, ...]:
+    """The column header of each cell, in cell order (the metric table's ``column``): Util, Memory …"""
+    return tuple(next(row.column or row.label for row in cell_metrics(key)) for key in CELLS)
+
+
+def sample_time(snapshot: Snapshot) -> str:
+    """``10:00:01``: when the sample was taken, in the kernel's local time."""
+    return snapshot.taken_at.astimezone().strftime("%H:%M:%S")
+
+
+def alert_row(alert: Alert) -> AlertRow:
+    """One alert with its level."""
+    return AlertRow(alert.severity.value, alert.message, alert.detail, _ALERT_LEVELS[alert.severity])
+
+
+def chip_row(
+    chip: ChipSample,
+    history: Optional[History] = None,
+    points: int = 0,
+    own_memory: Optional[str] = None,
+    judgement: Optional[Judgement] = None,
+) -> ChipRow:
+    """One chip: identity, health badge, level and the cells (``points`` history values each).
+
+    ``judgement`` is the judge's verdict on the chip within its snapshot (``judge_snapshot``);
+    without one the chip is judged alone (as if no process were listed on it).
+    """
+    ident = chip.identity
+    verdict = judgement if judgement is not None else judge_chip(chip)
+    metrics = tuple(_CELL_BUILDERS[key](chip, history, points) for key in CELLS)
+    return ChipRow(
+        key=ident.key,
+        identity=ident,
+        title=f"NPU {ident.npu_id} · {ident.name or 'unknown model'}",
+        detail=_detail(ident),
+        health=chip.health.value,
+        health_class=chip.health.value.lower(),
+        badge=badge(chip.health),
+        stale=is_stale(chip),
+        metrics=metrics,
+        level=verdict.level,
+        reasons=verdict.texts,
+        own_memory=own_memory,
+        model=ident.name or "",
+        reason=_common_reason(metrics),
+    )
+
+
+def _detail(ident: ChipIdentity) -> str:
+    parts = [f"chip {ident.chip_id}"] if ident.chip_id or ident.phy_id is not None else []
+    if ident.phy_id is not None:
+        parts.append(f"phy {ident.phy_id}")
+    if ident.device_id is not None:
+        parts.append(f"dev {ident.device_id}")
+    if ident.logic_id is not None:
+        parts.append(f"logic {ident.logic_id}")
+    parts.append(ident.bus_id or "Bus-Id n/a")
+    return " · ".join(parts)
+
+
+def _common_reason(cells: Sequence[MetricCell]) -> Optional[str]:
+    """The reason at least two of a chip's metrics share: said once for the chip, not per metric."""
+    counts = Counter(cell.reason for cell in cells if cell.reason)
+    if not counts:
+        return None
+    reason, count = counts.most_common(1)[0]
+    return reason if count >= 2 else None
+
+
+def _reason(chip: ChipSample, *metrics: str) -> Optional[str]:
+    """Why the first of ``metrics`` with a note is absent or stale, in words."""
+    for name in metrics:
+        note = chip.notes.get(name)
+        if note is not None and (getattr(chip, name) is None or note.status is MetricStatus.STALE):
+            return note.reason if note.status is not MetricStatus.STALE else f"stale: {note.reason}"
+    return None
+
+
+def _series(history: Optional[History], key: ChipKey, name: str, points: int) -> Tuple[Optional[float], ...]:
+    if history is None or points <= 0:
+        return ()
+    return tuple(history.values(key, name, last=points))
+
+
+def _cell(
+    chip: ChipSample,
+    history: Optional[History],
+    points: int,
+    key: str,
+    name: str,
+    *,
+    text: str,
+    fraction: Optional[float],
+    level: Level,
+    ceiling: Optional[float],
+    top_label: str,
+    reason: Optional[str],
+    label: Optional[str] = None,
+    tag: Optional[str] = None,
+    total: Optional[float] = None,
+) -> MetricCell:
+    row = metric(name)
+    return MetricCell(
+        key=key,
+        metric=name,
+        label=label or row.label,
+        tag=tag or row.tag,
+        value=chip.metric(name),
+        text=text,
+        fraction=fraction,
+        level=Level.UNKNOWN if text == fmt.NA else level,
+        reason=reason,
+        ceiling=ceiling,
+        top_label=top_label,
+        total=total,
+        series=_series(history, chip.identity.key, name, points),
+    )
+
+
+def _utilisation(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
+    """AI Core, or what the layout prints instead (the 950's NPU Util, capture 037)."""
+    choices = cell_metrics("util")
+    row = next((m for m in choices if getattr(chip, m.name) is not None), choices[0])
+    value = chip.metric(row.name)
+    return _cell(
+        chip,
+        history,
+        points,
+        "util",
+        row.name,
+        text=fmt.percent(value),
+        fraction=None if value is None else value / (row.ceiling or 100.0),
+        level=Level.OK,
+        ceiling=row.ceiling,
+        top_label="100%",
+        reason=_reason(chip, row.name),
+    )
+
+
+def _memory(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
+    """HBM, or DDR on the 310 family (capture 044); the kind the model has when npu-smi gave neither."""
+    memory = chip_memory(chip)
+    used, total = memory.used_mib, memory.total_mib
+    total_metric = metric(memory.used_metric).total or memory.used_metric
+    text = fmt.used_total_gib(used, total)
+    share = used / total if used is not None and total else None
+    return _cell(
+        chip,
+        history,
+        points,
+        "memory",
+        memory.used_metric,
+        label=None if memory.kind else "Memory",
+        tag=None if memory.kind else "MEM",
+        text=text,
+        fraction=share,
+        level=usage_level(share, MEMORY_WARNING_SHARE, MEMORY_CRITICAL_SHARE),
+        ceiling=float(total) if total else None,
+        top_label=f"{fmt.gib(total, 0)} GiB" if total else "max",
+        reason=_reason(chip, memory.used_metric, total_metric)
+        or (None if text != fmt.NA else "not reported"),
+        total=total,
+    )
+
+
+def _power(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
+    rated = rated_power_w(chip.identity.name)
+    value = chip.power_w
+    share = value / rated if rated and value is not None else None
+    return _cell(
+        chip,
+        history,
+        points,
+        "power",
+        "power_w",
+        text=fmt.watts(value, rated),
+        fraction=share,
+        level=usage_level(share, POWER_WARNING_SHARE),
+        ceiling=rated,
+        top_label=f"{rated:.0f} W" if rated else "max",
+        reason=_reason(chip, "power_w"),
+    )
+
+
+def _temperature(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
+    row = metric("temperature_c")
+    value = chip.temperature_c
+    ceiling = row.ceiling or 100.0
+    return _cell(
+        chip,
+        history,
+        points,
+        "temperature",
+        "temperature_c",
+        text=fmt.celsius(value),
+        fraction=None if value is None else min(1.0, value / ceiling),
+        level=temperature_level(chip),  # the judge's per-model limits
+        ceiling=ceiling,
+        top_label=f"{ceiling:.0f} °C",
+        reason=_reason(chip, "temperature_c"),
+    )
+
+
+def _other(key: str) -> CellBuilder:
+    """The cell of a metric that has no cell of its own above: its value in its unit, a bar on a
+    percentage or fixed scale, the first metric of the cell the chip reports."""
+
+    def build(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
+        choices = cell_metrics(key)
+        row = next((m for m in choices if getattr(chip, m.name) is not None), choices[0])
+        value = chip.metric(row.name)
+        scaled = row.scale in (Scale.PERCENT, Scale.FIXED) and row.ceiling
+        return _cell(
+            chip,
+            history,
+            points,
+            key,
+            row.name,
+            text=fmt.with_unit(value, row.unit),
+            fraction=value / row.ceiling if scaled and row.ceiling and value is not None else None,
+            level=Level.OK,
+            ceiling=row.ceiling,
+            top_label=fmt.with_unit(row.ceiling, row.unit) if row.ceiling else "max",
+            reason=_reason(chip, row.name),
+        )
+
+    return build
+
+
+CellBuilder = Callable[[ChipSample, Optional[History], int], MetricCell]
+_CELL_BUILDERS: Dict[str, CellBuilder] = {
+    "util": _utilisation,
+    "memory": _memory,
+    "power": _power,
+    "temperature": _temperature,
+}
+_CELL_BUILDERS.update({key: _other(key) for key in CELLS if key not in _CELL_BUILDERS})
+
+
+def graph_top(chip: ChipSample, name: str, values: Sequence[Optional[float]]) -> float:
+    """The top of a large graph of ``name``: the metric table's scale, else 1.1 × the data's top.
+
+    A percentage tops at 100; memory at the chip's total; power at the rated power unless the
+    data goes past it; a temperature (no true maximum) zooms to the data.
+    """
+    row = metric(name)
+    highest = max((v for v in values if v is not None), default=0.0)
+    if row.scale is Scale.PERCENT and row.ceiling:
+        return row.ceiling
+    if row.scale is Scale.TOTAL and row.total is not None:
+        total = chip.metric(row.total)
+        if total:
+            return total
+    if row.scale is Scale.RATED_POWER:
+        rated = rated_power_w(chip.identity.name)
+        if rated and highest <= rated:
+            return rated
+    return max((v for v in values if v is not None), default=1.0) * 1.1 or 1.0
+
+
+def host_row(host: HostInfo, cpu_series: Sequence[Optional[float]] = ()) -> HostRow:
+    """The host line: CPU, memory, load, container."""
+    used, total = host.memory_used_bytes, host.memory_total_bytes
+    return HostRow(
+        hostname=host.hostname,
+        cpu_text=fmt.percent(host.cpu_percent),
+        cpu_fraction=None if host.cpu_percent is None else host.cpu_percent / 100,
+        memory_text=fmt.used_total_bytes(used, total),
+        memory_fraction=used / total if used is not None and total else None,
+        load_text=fmt.load(host.load_average),
+        in_container=host.in_container,
+        cpu_series=tuple(cpu_series),
+    )
+
+
+def process_row(
+    process: NpuProcess, now_s: float, my_pid: Optional[int] = None, user: str = ""
+) -> ProcessRow:
+    """One row of a process table at ``now_s``; ``my_pid`` marks this kernel's own process and
+    ``user`` the watching user's."""
+    host = process.host
+    cpu = rss = elapsed = shown_user = no_host = None
+    if host is None:
+        no_host = process.host_unavailable or "no host details"
+        command = process.name or "?"
+    else:
+        shown_user = host.user or "?"
+        cpu, rss = fmt.percent(host.cpu_percent), fmt.bytes_iec(host.rss_bytes)
+        elapsed = fmt.duration(None if host.start_time_s is None else now_s - host.start_time_s)
+        command = host.command or process.name or "?"
+    return ProcessRow(
+        npu_id=process.npu_id,
+        chip_id=process.chip_id,
+        where=f"NPU {process.npu_id}" + (f" chip {process.chip_id}" if process.chip_id else ""),
+        pid=str(process.pid),
+        user=shown_user,
+        npu_memory=fmt.mib(process.npu_memory_mib),
+        cpu=cpu,
+        rss=rss,
+        elapsed=elapsed,
+        command=command,
+        no_host=no_host,
+        mine=my_pid is not None and process.pid == my_pid,
+        own=host is not None and bool(user) and host.user == user,
+    )
