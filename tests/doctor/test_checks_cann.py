@@ -18,7 +18,7 @@ from npuwatch.doctor.checks import (
     driver_cann_compat,
     op_kernels,
 )
-from npuwatch.doctor.checks.cann_install import version_key, version_matches
+from npuwatch.doctor.facts import version_key, version_matches
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Status
 from npuwatch.probes.sysroot import Sysroot

@@ -7,12 +7,12 @@ import os
 import pytest
 
 from npuwatch.doctor.checks import container_mounts, visible_devices
-from npuwatch.doctor.checks.visible_devices import parse_docker_visible, parse_rt_visible
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Group, Status
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
+from npuwatch.probes.visible_devices import parse_docker_visible, parse_rt_visible
 from tests.conftest import capture_text
 from tests.doctor.machines import TestMachine, simulated
 

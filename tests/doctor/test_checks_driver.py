@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from npuwatch.doctor import facts
 from npuwatch.doctor.checks import (
     device_nodes,
     device_permissions,
@@ -21,8 +22,8 @@ HAL = f"{DRIVER}/lib64/driver/libascend_hal.so"
 
 
 def as_user(monkeypatch, uid: int = 1000, name: str = "alice", gids: frozenset = frozenset()) -> None:
-    identity = device_permissions.UserIdentity(uid, name, gids or frozenset({uid}), process=False)
-    monkeypatch.setattr(device_permissions, "current_user", lambda: identity)
+    identity = facts.UserIdentity(uid, name, gids or frozenset({uid}), process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
 
 
 def driver_owned_nodes(tm: TestMachine, members: str = "") -> os.stat_result:
@@ -259,9 +260,9 @@ def test_may_open_follows_owner_group_other_bits():
     from npuwatch.probes.devices import DevNode
 
     node = DevNode("davinci0", "/dev/davinci0", True, True, uid=10, gid=20, mode=0o640)
-    user = device_permissions.UserIdentity(10, "x", frozenset({99}), process=False)
+    user = facts.UserIdentity(10, "x", frozenset({99}), process=False)
     assert device_permissions.may_open(node, user)  # owner rw-
-    member = device_permissions.UserIdentity(11, "y", frozenset({20}), process=False)
+    member = facts.UserIdentity(11, "y", frozenset({20}), process=False)
     assert not device_permissions.may_open(node, member)  # group r-- only
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from npuwatch.doctor.checks import chip_health, device_permissions, hbm_held, pci_devices, pcie_link
+from npuwatch.doctor import facts
+from npuwatch.doctor.checks import chip_health, hbm_held, pci_devices, pcie_link
 from npuwatch.doctor.result import Group, Status
 from npuwatch.judge import Thresholds
 from tests.conftest import capture_text
@@ -24,8 +25,8 @@ def set_hbm(text: str, bus_id: str, used_mib: int) -> str:
 
 
 def as_user(monkeypatch, uid: int = 1000, name: str = "alice") -> None:
-    identity = device_permissions.UserIdentity(uid, name, frozenset({uid}), process=False)
-    monkeypatch.setattr(device_permissions, "current_user", lambda: identity)
+    identity = facts.UserIdentity(uid, name, frozenset({uid}), process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
 
 
 def recording_npu_smi(tm: TestMachine) -> list:
@@ -291,8 +292,7 @@ def test_pcie_link_notes_a_slot_that_limits_the_link(tmp_path):
     finding = tm.run(pcie_link.CHECK)
     assert finding.status is Status.WARN
     assert finding.summary == (
-        "0000:c1:00.0 PCIe link runs at 16 of 32 GT/s "
-        "(the slot's port 0000:c0:01.0 supports at most 16 GT/s)"
+        "0000:c1:00.0 PCIe link runs at 16 of 32 GT/s (the slot's port 0000:c0:01.0 supports at most 16 GT/s)"
     )
     assert finding.hint.startswith("the slot, not the card, limits the link")
 

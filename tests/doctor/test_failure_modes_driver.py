@@ -7,6 +7,7 @@ Rows 3 and 11 in a container are also container-mounts' business; these assert t
 
 from __future__ import annotations
 
+from npuwatch.doctor import facts
 from npuwatch.doctor.checks import (
     chip_health,
     device_nodes,
@@ -23,8 +24,8 @@ DRIVER = "/usr/local/Ascend/driver"
 
 
 def as_user(monkeypatch, uid: int, name: str, gids: frozenset) -> None:
-    identity = device_permissions.UserIdentity(uid, name, gids, process=False)
-    monkeypatch.setattr(device_permissions, "current_user", lambda: identity)
+    identity = facts.UserIdentity(uid, name, gids, process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
 
 
 def health_table(npu_id: int, state: str) -> str:

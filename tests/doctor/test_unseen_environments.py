@@ -14,8 +14,7 @@ from typing import Dict, Iterable
 
 import pytest
 
-from npuwatch.doctor import registry
-from npuwatch.doctor.checks import device_permissions
+from npuwatch.doctor import facts, registry
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.result import CheckResult, Status
 from tests.doctor.machines import TestMachine, simulated
@@ -27,8 +26,8 @@ SOURCE = f"`source {TOOLKIT}/set_env.sh`"
 
 @pytest.fixture(autouse=True)
 def _as_root(monkeypatch):
-    identity = device_permissions.UserIdentity(0, "root", frozenset({0}), process=False)
-    monkeypatch.setattr(device_permissions, "current_user", lambda: identity)
+    identity = facts.UserIdentity(0, "root", frozenset({0}), process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
 
 
 def doctor(tm: TestMachine) -> Dict[str, CheckResult]:

@@ -16,8 +16,8 @@ from typing import Dict, Iterable, Optional
 
 import pytest
 
-from npuwatch.doctor import registry
-from npuwatch.doctor.checks import cann_python_deps, device_permissions
+from npuwatch.doctor import facts, registry
+from npuwatch.doctor.checks import cann_python_deps
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import CheckResult, Status
@@ -34,8 +34,8 @@ ROOT_ONLY_EXIT = 187
 
 
 def act_as(monkeypatch, uid: int, name: str, gids: Iterable[int]) -> None:
-    identity = device_permissions.UserIdentity(uid, name, frozenset(gids), process=False)
-    monkeypatch.setattr(device_permissions, "current_user", lambda: identity)
+    identity = facts.UserIdentity(uid, name, frozenset(gids), process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
 
 
 @pytest.fixture(autouse=True)

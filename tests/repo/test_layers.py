@@ -79,6 +79,13 @@ WIDGET_MAY_NAME: Mapping[Tuple[str, str], str] = {
     ),
 }
 
+# --- doctor checks: leaves the registry runs -------------------------------------------------
+#: A doctor check never imports another check: the facts several checks share (the CANN home in
+#: use and its version, the user the doctor runs as, the visible-devices variables as read) are
+#: machine facts (``npuwatch.doctor.machine`` / ``npuwatch.doctor.facts``), so changing one
+#: check's verdict or wording can never change another's, and a check can be run on its own.
+CHECKS = "npuwatch.doctor.checks"
+
 # --- core: everything in npuwatch.* that is not a probe or a view ----------------------------
 #: Command entry modules: they pick a view for their output, so they may import widgets.  The
 #: rest of the core (model, sampling, judging, doctor engine and checks, exporter) is used by
@@ -99,8 +106,7 @@ CORE_ENTRY_MODULES = frozenset(
 # --- pending: violations other work in progress removes (issue 15); delete each when it is gone -
 #: An import edge (importer, imported) closing a cycle → who removes it.  The cycle check runs
 #: on the graph without these edges, so any other cycle still fails.
-PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {
-}
+PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {}
 #: "(view module) imports forbidden module" → who removes it.
 PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
     "(npuwatch.widgets.format) imports npuwatch.probes.pci": "a pure PCIe generation table: to the model",
@@ -319,6 +325,12 @@ def widget_violations(imports: Sequence[Import]) -> Iterator[str]:
             yield f"{imp.place}{scope} ({imp.importer}) imports {imp.target}"
 
 
+def check_violations(imports: Sequence[Import]) -> Iterator[str]:
+    for imp in imports:
+        if within(imp.importer, [CHECKS]) and imp.importer != CHECKS and within(imp.target, [CHECKS]):
+            yield f"{imp.place} ({imp.importer}) imports {imp.target}"
+
+
 def core_violations(imports: Sequence[Import]) -> Iterator[str]:
     for imp in imports:
         if within(imp.importer, [PROBES, WIDGETS]) or imp.importer in CORE_ENTRY_MODULES:
@@ -350,6 +362,11 @@ def test_probes_import_only_stdlib_psutil_the_model_and_other_probes():
 
 def test_views_never_import_probes_doctor_checks_or_feed_wiring():
     found = known(widget_violations(IMPORTS), PENDING_WIDGET_IMPORTS)
+    assert not found, "\n".join(found)
+
+
+def test_doctor_checks_share_machine_facts_never_import_each_other():
+    found = known(check_violations(IMPORTS), {})
     assert not found, "\n".join(found)
 
 
@@ -422,6 +439,7 @@ def test_a_lazy_or_type_checking_import_closes_a_cycle_and_its_path_is_named(tmp
         ("npuwatch.widgets.x", "def f():\n    from npuwatch.probes.pci import scan_pci\n", widget_violations),
         ("npuwatch.widgets.x", "from npuwatch.doctor.checks import npu_smi\n", widget_violations),
         ("npuwatch.alerts", "def f():\n    import npuwatch.widgets.text\n", core_violations),
+        ("npuwatch.doctor.checks.a", "from npuwatch.doctor.checks import npu_smi\n", check_violations),
     ],
 )
 def test_each_contract_catches_a_bad_import(tmp_path, module, text, rule):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional
 
-from npuwatch.doctor.checks.cann_install import active_home, display_real, home_version, set_env_script
+from npuwatch.doctor.facts import active_home, display_real, home_version, set_env_script, source_advice
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import (
     Check,
@@ -25,15 +25,6 @@ from npuwatch.doctor.result import (
 
 #: The variables set_env.sh exports that name a folder (§7.1, §12 row 8).
 FOLDER_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH", "ASCEND_AICPU_PATH")
-
-
-def source_advice(script: PurePosixPath) -> str:
-    """The exact line, and where to put it so every shell and job gets it."""
-    return (
-        f"`source {script}` (add it to ~/.bashrc; a container needs the variables it sets as "
-        "Dockerfile `ENV` lines or `docker run -e`; a systemd service or Ray/Slurm job needs it "
-        f"in its own command: `bash -c 'source {script} && exec …'`)"
-    )
 
 
 def cann_home_of(entry: str) -> Optional[PurePosixPath]:

@@ -1,130 +1,25 @@
 """Check cann-install: a CANN toolkit is installed, which version, and its components agree.
 
-Also the CANN facts the other CANN checks share: the home in use, its version, its
-``set_env.sh``, its architecture, and how CANN/HDK versions compare (runtime-and-doctor.md
-§6.2–6.3: ``ascend-toolkit/latest`` up to 8.3, ``cann`` from 8.5, root or ``$HOME/Ascend``).
+The CANN facts other checks share (the home in use, its version, ``set_env.sh``, architecture,
+how versions compare) are machine facts: ``npuwatch.doctor.facts``.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import List, Optional, Tuple
 
+from npuwatch.doctor.facts import DOWNLOAD_PAGE, cann_arch, display_real, home_version, release
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.install_files import (
     DEFAULT_ASCEND_ROOT,
-    ToolkitInstallInfo,
     VersionCfg,
-    parse_toolkit_install_info,
     parse_version_cfg,
-    read_cann_version,
 )
 
-DOWNLOAD_PAGE = "https://www.hiascend.com/developer/download/community/result?module=cann"
-
 _COMPONENT = re.compile(r"[a-z]+|\d+")
-
-VersionKey = Tuple[Tuple[int, int], ...]
-
-
-# ---------------------------------------------------------------- shared CANN facts
-
-
-def version_key(version: str) -> VersionKey:
-    """A sortable key: ``8.0.RC2`` < ``8.0.0`` < ``8.1.RC1``; ``25.0.rc1.1`` < ``25.0.0``.
-
-    A number is a release component; ``RCn`` (and ``alpha``/``beta``/``Tn`` builds) sort before
-    the final release of the same line, as Huawei publishes them.
-    """
-    key: List[Tuple[int, int]] = []
-    for part in re.split(r"[.\-_]", version.strip().lower()):
-        if part.isdigit():
-            key.append((1, int(part)))
-        elif part:
-            digits = re.sub(r"\D", "", part)
-            key.append((0, int(digits) if digits else 0))
-    return tuple(key)
-
-
-def version_matches(version: str, prefix: str) -> bool:
-    """Whether ``version`` is in the line ``prefix``: ``25.0.rc1.1`` is in ``25.0`` and ``25.0.RC1``."""
-    have, want = _components(version), _components(prefix)
-    return have[: len(want)] == want
-
-
-def _components(version: str) -> List[str]:
-    return [part for part in re.split(r"[.\-_]", version.strip().lower()) if part]
-
-
-def release(version: str) -> Tuple[int, ...]:
-    """``8.1.RC1`` → ``(8, 1)``: the leading numbers only."""
-    numbers: List[int] = []
-    for part in version.split("."):
-        if not part.isdigit():
-            break
-        numbers.append(int(part))
-    return tuple(numbers)
-
-
-def active_home(machine: Machine) -> Optional[PurePosixPath]:
-    """The CANN home in use: ``$ASCEND_HOME_PATH`` when it exists, else the first one found."""
-    homes = machine.cann_homes()
-    return homes[0] if homes else None
-
-
-def home_version(machine: Machine, home: PurePosixPath) -> Optional[str]:
-    """CANN's version at ``home`` (toolkit install info, version.cfg, runtime/version.info)."""
-    return read_cann_version(machine.sysroot, home)
-
-
-def toolkit_info(machine: Machine, home: PurePosixPath) -> Optional[ToolkitInstallInfo]:
-    """``<home>/<arch>-linux/ascend_toolkit_install.info``, or ``None``."""
-    for entry in machine.sysroot.listdir(home):
-        if entry.endswith("-linux"):
-            text = machine.sysroot.read_text(home / entry / "ascend_toolkit_install.info")
-            if text is not None:
-                return parse_toolkit_install_info(text)
-    return None
-
-
-def cann_arch(machine: Machine, home: PurePosixPath) -> str:
-    """``aarch64``/``x86_64`` of the install, or ``$(uname -m)`` for a command to fill in."""
-    info = toolkit_info(machine, home)
-    if info is not None and info.arch:
-        return info.arch
-    for entry in machine.sysroot.listdir(home):
-        if entry.endswith("-linux"):
-            return entry[: -len("-linux")]
-    return "$(uname -m)"
-
-
-def set_env_script(machine: Machine, home: PurePosixPath) -> PurePosixPath:
-    """The ``set_env.sh`` to source for ``home``.
-
-    Toolkit layout (≤ 8.3): ``…/ascend-toolkit/set_env.sh`` beside ``latest``; cann layout
-    (8.5+): ``<home>/set_env.sh`` (``cann/set_env.sh``).  The first that exists, else the
-    documented one for the layout.
-    """
-    candidates = []
-    if home.parent.name == "ascend-toolkit":
-        candidates.append(home.parent / "set_env.sh")
-    candidates.append(home / "set_env.sh")
-    for candidate in candidates:
-        if machine.sysroot.exists(candidate):
-            return candidate
-    return candidates[0]
-
-
-def display_real(machine: Machine, real: Path) -> str:
-    """A real path (from ``sysroot.realpath``) as the machine names it: ``/usr/local/…``."""
-    if machine.sysroot.is_live:
-        return str(real)
-    try:
-        return "/" + real.relative_to(machine.sysroot.realpath("/")).as_posix()
-    except ValueError:
-        return str(real)
 
 
 def looked_in(machine: Machine) -> List[str]:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional, Tuple
 
-from npuwatch.doctor.checks.cann_env import source_advice
-from npuwatch.doctor.checks.cann_install import active_home, cann_arch, home_version, set_env_script
+from npuwatch.doctor.facts import active_home, cann_arch, home_version, set_env_script, source_advice
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.install_files import DEFAULT_ASCEND_ROOT

@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from npuwatch.doctor.checks.visible_devices import DOCKER_VISIBLE, RT_VISIBLE, parse_docker_visible
+from npuwatch.doctor.facts import physical_ids
 from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.devices import MANAGER_NODES, DevNodes
 from npuwatch.probes.install_files import INSTALL_INFO
 from npuwatch.probes.npu_smi import NPU_SMI_PATHS
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.visible_devices import DOCKER_VISIBLE, RT_VISIBLE, parse_docker_visible
 
 DCMI_DIR = PurePosixPath("/usr/local/dcmi")
 
@@ -153,18 +154,6 @@ def _capabilities_privileged(sysroot: Sysroot) -> bool:
             except ValueError:
                 return False
     return False
-
-
-def physical_ids(machine: Machine, dev: DevNodes) -> Dict[Tuple[int, int], int]:
-    """(NPU, chip) → /dev/davinciN: the Phy-ID column where printed, else the chips in node order."""
-    table = machine.info_table()
-    chips = sorted(table.chips, key=lambda c: c.identity.key) if table is not None else []
-    printed = {c.identity.key: c.identity.phy_id for c in chips if c.identity.phy_id is not None}
-    if chips and len(printed) == len(chips):
-        return printed
-    if len(chips) == len(dev.davinci_ids):
-        return {c.identity.key: phy for c, phy in zip(chips, dev.davinci_ids)}
-    return {}
 
 
 def shared_chips(machine: Machine, dev: DevNodes, evidence: Sequence[str] = ()) -> Optional[Finding]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from npuwatch.doctor.checks.visible_devices import parse_docker_visible
+from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed
 from npuwatch.probes.devices import MANAGER_NODES, DevNodes
+from npuwatch.probes.visible_devices import parse_docker_visible
 
 #: PCI device ID of the 310B SoC, which has no devmm_svm node (driver-interfaces.md §1).
 _ASCEND_310B = 0xD105
@@ -31,11 +32,6 @@ def id_ranges(ids: Sequence[int]) -> str:
         parts.append(str(ordered[start]) if start == end else f"{ordered[start]}-{ordered[end]}")
         start = end + 1
     return ", ".join(parts)
-
-
-def device_flags(names: Sequence[str]) -> str:
-    """``--device /dev/a --device /dev/b`` for ``docker run``."""
-    return " ".join(f"--device /dev/{name}" for name in names)
 
 
 def required_managers(machine: Machine) -> Tuple[str, ...]:

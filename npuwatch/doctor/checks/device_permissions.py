@@ -3,68 +3,13 @@
 from __future__ import annotations
 
 import grp
-import os
-import pwd
-from dataclasses import dataclass, replace
-from typing import FrozenSet, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
+from npuwatch.doctor import facts
+from npuwatch.doctor.facts import DRIVER_GROUP, UserIdentity, may_open
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed
 from npuwatch.probes.devices import DevNode
-
-#: The driver's run user and group (runtime-and-doctor.md §6.5).
-DRIVER_GROUP = "HwHiAiUser"
-
-
-@dataclass(frozen=True)
-class UserIdentity:
-    """Who the checks run as: effective UID, name and groups."""
-
-    uid: int
-    name: Optional[str]
-    gids: FrozenSet[int]
-    #: True for this process's own identity: ``os.access`` on the nodes then answers for it
-    #: (ACLs included); False for another identity, judged by the mode bits.
-    process: bool = True
-
-    @property
-    def is_root(self) -> bool:
-        """UID 0 opens every node whatever its mode."""
-        return self.uid == 0
-
-
-def current_user() -> UserIdentity:
-    """This process's effective identity (tests replace this function to act as another user)."""
-    uid = os.geteuid()
-    try:
-        name: Optional[str] = pwd.getpwuid(uid).pw_name
-    except (KeyError, OverflowError):
-        name = None
-    return UserIdentity(uid, name, frozenset({os.getegid(), *os.getgroups()}))
-
-
-def machine_user(machine: Machine) -> UserIdentity:
-    """``current_user()`` named as the machine names its UID (a tree's /etc/passwd, not this host's)."""
-    user = current_user()
-    name = machine.user_name(user.uid, user.name)
-    return user if name == user.name else replace(user, name=name)
-
-
-def may_open(node: DevNode, user: UserIdentity) -> bool:
-    """Whether ``user`` can open ``node`` read-write."""
-    if user.is_root:
-        return True
-    if user.process:
-        return node.can_read_write
-    if node.mode is None:
-        return False
-    if node.uid == user.uid:
-        bits = node.mode >> 6
-    elif node.gid in user.gids:
-        bits = node.mode >> 3
-    else:
-        bits = node.mode
-    return bits & 0o6 == 0o6
 
 
 def _group_members(machine: Machine, group: str) -> Optional[Sequence[str]]:
@@ -90,7 +35,7 @@ def _node_line(node: DevNode) -> str:
 
 def run(machine: Machine) -> Finding:
     """Try each present node as the current user; root always passes."""
-    user = machine_user(machine)
+    user = facts.machine_user(machine)
     nodes = [node for node in machine.dev().nodes.values() if node.usable]
     who = f"{user.name or 'uid ' + str(user.uid)} (uid {user.uid})"
     details = [_node_line(node) for node in nodes]

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from npuwatch.doctor.checks.cann_install import (
+from npuwatch.doctor.facts import (
     active_home,
     home_version,
     toolkit_info,

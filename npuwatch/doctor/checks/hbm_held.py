@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from npuwatch.doctor.checks import device_permissions
-from npuwatch.doctor.checks.container_mounts import physical_ids
+from npuwatch.doctor import facts
+from npuwatch.doctor.facts import physical_ids
 from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, passed, skipped, warned
 from npuwatch.judge.rules import held_memory
@@ -54,7 +54,7 @@ def _others(machine: Machine, processes: Sequence[NpuProcess]) -> List[Tuple[Npu
     """The processes of other users; only judged where this process sees the host's PIDs."""
     if machine.container().host_pid_namespace is False:
         return []  # npu-smi prints host PIDs: from inside a container they cannot be looked up
-    me = device_permissions.current_user().uid
+    me = facts.current_user().uid
     found = []
     for process in processes:
         owner = _owner(machine, process.pid)

@@ -7,8 +7,8 @@ import stat
 from pathlib import Path
 from typing import List, Optional
 
-from npuwatch.doctor.checks import device_permissions
-from npuwatch.doctor.checks.device_nodes import device_flags
+from npuwatch.doctor import facts
+from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.devices import MANAGER_NODES
@@ -104,18 +104,18 @@ def _root_only(machine: Machine, failure: NpuSmiFailure, details: List[str]) -> 
     hw-native-sys/simpler PR #2043 (the source §10 row 28 cites) shows the text on such a host:
     ``dcmi module initialize failed. ret is -8005``, exit 187.  The driver is fine: root gets data.
     """
-    user = device_permissions.machine_user(machine)
+    user = facts.machine_user(machine)
     if user.is_root:
         return None
     dev = machine.dev()
     nodes = [node for node in dev.nodes.values() if node.usable]
     if not dev.davinci_ids or any(not dev.has(name) for name in MANAGER_NODES):
         return None
-    if not nodes or not all(device_permissions.may_open(node, user) for node in nodes):
+    if not nodes or not all(facts.may_open(node, user) for node in nodes):
         return None
     name = user.name or f"uid {user.uid}"
     info = machine.install_info()
-    group = (info.user_group if info is not None else None) or device_permissions.DRIVER_GROUP
+    group = (info.user_group if info is not None else None) or facts.DRIVER_GROUP
     return failed(
         f"npu-smi failed with DCMI error -8005 for {name} while every device node opens: "
         "DCMI is restricted to root on this host",
@@ -130,7 +130,7 @@ def _root_only(machine: Machine, failure: NpuSmiFailure, details: List[str]) -> 
 def _permission(
     machine: Machine, failure: NpuSmiFailure, details: List[str], path: Optional[Path] = None
 ) -> Finding:
-    user = device_permissions.machine_user(machine)
+    user = facts.machine_user(machine)
     if failure.exit_code is None and path is not None:
         return _not_executable(failure, details, path, user)
     if user.is_root:
@@ -146,7 +146,7 @@ def _permission(
 
 
 def _not_executable(
-    failure: NpuSmiFailure, details: List[str], path: Path, user: device_permissions.UserIdentity
+    failure: NpuSmiFailure, details: List[str], path: Path, user: facts.UserIdentity
 ) -> Finding:
     """The file could not be started at all (EACCES): no DCMI call was made, so say why exactly."""
     try:

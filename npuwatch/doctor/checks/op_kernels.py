@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import List, Optional, Set
 
-from npuwatch.doctor.checks.cann_install import (
+from npuwatch.doctor.facts import (
     DOWNLOAD_PAGE,
     active_home,
     cann_arch,

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from npuwatch.doctor.checks.cann_install import active_home, home_version, version_key, version_matches
+from npuwatch.doctor.facts import active_home, home_version, version_key, version_matches
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, Problem, Status, combine, skipped
 from npuwatch.probes.python_env import PythonEnv
