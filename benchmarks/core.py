@@ -21,12 +21,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, List, Tuple
 
+from npuwatch.chip_source import SourceReading
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler
-from npuwatch.sources import SourceReading
 
 CAPTURES = Path(__file__).resolve().parent.parent / "tests" / "data" / "npu_smi"
 PARSE_TARGET_US = 1000.0  # a 16-chip table
@@ -107,12 +107,19 @@ class TextSource:
     """The live source minus the subprocess: parses the same text every tick."""
 
     label = "npu-smi"
+    probe_name = "npu-smi"
+    provides_details = False
+    provides_processes = True
+    provides_logic_ids = False
 
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def chip_details(self, npu_id: int, chip_id: int) -> None:
+        return None
+
     def read(self) -> SourceReading:
-        return SourceReading(parse_info(self.text), None, 0.0)
+        return SourceReading(parse_info(self.text).to_reading(), None, 0.0)
 
 
 def with_live_processes(text: str, pids: List[int]) -> str:

@@ -174,7 +174,7 @@ class AlertTracker:
         """Every condition that holds now, and the keys that could be judged at all."""
         findings: Dict[AlertKey, _Finding] = {}
         judged: Set[AlertKey] = set()
-        report = snapshot.probe("npu-smi")
+        report = snapshot.chip_source_report
         if report is not None:
             finding = self._source(report)
             if finding is not None:

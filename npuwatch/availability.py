@@ -21,17 +21,18 @@ def machine_has_npu(sysroot: Sysroot, npu_smi: Optional[str] = None) -> bool:
 
 def no_data_reason(snapshot: Snapshot) -> Optional[str]:
     """Why ``snapshot`` holds no fresh NPU data, with the next step; ``None`` when it has data."""
-    report = snapshot.probe("npu-smi")
+    report = snapshot.chip_source_report
     failed = report is not None and report.status is not MetricStatus.OK
     if snapshot.chips and not failed:
         return None
+    source = snapshot.chip_source
     if failed:
         assert report is not None
-        cause = report.message or "npu-smi failed"
+        cause = report.message or f"{source} failed"
     elif report is not None and report.found:
-        cause = f"none of the {report.found} chip(s) npu-smi lists matches --devices"
+        cause = f"none of the {report.found} chip(s) {source} lists matches --devices"
     else:
-        cause = "the npu-smi output holds no chip rows"
+        cause = f"the {source} output holds no chip rows"
     sysfs = snapshot.probe("sysfs")
     if sysfs is not None and sysfs.found == 0 and failed:
         cause = f"no Ascend PCI device, and {cause}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
+from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.model import (
     CHIP_METRICS,
     ChipIdentity,
@@ -14,10 +15,7 @@ from npuwatch.model import (
     MetricStatus,
     NpuProcess,
 )
-from npuwatch.probes.npu_smi import NpuSmiFailure
-from npuwatch.probes.npu_smi.table import InfoTable
 from npuwatch.probes.pci import PciInventory
-from npuwatch.sources import SourceReading
 
 #: A value older than this is not shown as current any more (DESIGN §3: stale ≤ 10 s).
 STALE_AFTER_S = 10.0
@@ -39,43 +37,44 @@ class Resolved:
 
 
 class ChipTracker:
-    """Remembers the last good table and every chip seen, across ticks."""
+    """Remembers the last good reading and every chip seen, across ticks."""
 
-    def __init__(self, stale_after_s: float = STALE_AFTER_S) -> None:
+    def __init__(self, stale_after_s: float = STALE_AFTER_S, source_name: str = "npu-smi") -> None:
+        """``source_name``: the chip source's probe name, which its warnings start with."""
         self.stale_after_s = stale_after_s
-        self._last_good: Optional[Tuple[InfoTable, float]] = None
+        self.source_name = source_name
+        self._last_good: Optional[Tuple[ChipReading, float]] = None
         self._seen: Dict[Tuple[int, int], ChipIdentity] = {}
 
     @property
-    def last_table(self) -> Optional[InfoTable]:
-        """The most recent table that parsed, if any."""
+    def last_reading(self) -> Optional[ChipReading]:
+        """The most recent good reading, if any."""
         return None if self._last_good is None else self._last_good[0]
 
-    def resolve(self, reading: SourceReading, now_s: float, inventory: Optional[PciInventory]) -> Resolved:
+    def resolve(self, outcome: SourceReading, now_s: float, inventory: Optional[PciInventory]) -> Resolved:
         """Chips for this tick; ``now_s`` is a monotonic time, ``inventory`` the PCI view if any."""
-        if reading.table is not None:
-            return self._fresh(reading.table, now_s, inventory)
-        failure = reading.failure
-        assert failure is not None  # a reading has a table or a failure
-        warnings = (f"npu-smi: {failure.message} — {failure.hint}",)
+        if outcome.reading is not None:
+            return self._fresh(outcome.reading, now_s, inventory)
+        failure = outcome.failure
+        assert failure is not None  # a source reading has a reading or a failure
+        warnings = (f"{self.source_name}: {failure.message} — {failure.hint}",)
         if self._last_good is not None:
-            table, taken_s = self._last_good
+            last, taken_s = self._last_good
             age_s = now_s - taken_s
             if age_s <= self.stale_after_s:
-                chips = tuple(_stale(chip, failure, age_s) for chip in table.chips)
-                return Resolved(chips, table.processes, warnings)
+                chips = tuple(_stale(chip, failure, age_s) for chip in last.chips)
+                return Resolved(chips, last.processes, warnings)
         if self._seen:
             chips = tuple(
-                _failed(identity, failure.kind.metric_status, failure.message)
-                for identity in self._seen.values()
+                _failed(identity, failure.metric_status, failure.message) for identity in self._seen.values()
             )
             return Resolved(chips, (), warnings)
-        return _from_pci(inventory, failure, warnings)
+        return _from_pci(inventory, failure, warnings, self.source_name)
 
-    def _fresh(self, table: InfoTable, now_s: float, inventory: Optional[PciInventory]) -> Resolved:
-        self._last_good = (table, now_s)
-        chips: List[ChipSample] = list(table.chips)
-        warnings: List[str] = list(table.warnings)
+    def _fresh(self, reading: ChipReading, now_s: float, inventory: Optional[PciInventory]) -> Resolved:
+        self._last_good = (reading, now_s)
+        chips: List[ChipSample] = list(reading.chips)
+        warnings: List[str] = list(reading.warnings)
         present = {chip.identity.key for chip in chips}
         for key, identity in sorted(self._seen.items()):
             if key in present:
@@ -84,15 +83,15 @@ class ChipTracker:
             function = inventory.by_bus_id(identity.bus_id) if inventory and identity.bus_id else None
             if function is not None and not function.link.present:
                 reason = f"{VANISHED}; {FELL_OFF_BUS}"
-            chips.append(_failed(identity, MetricStatus.ERROR, reason))
+            chips.append(replace(_failed(identity, MetricStatus.ERROR, reason), lost_reason=reason))
             warnings.append(f"{identity.label} ({identity.bus_id or 'no Bus-Id'}): {reason}")
-        for chip in table.chips:
+        for chip in reading.chips:
             self._seen[chip.identity.key] = chip.identity
         chips.sort(key=lambda chip: chip.identity.key)
-        return Resolved(tuple(chips), table.processes, tuple(warnings))
+        return Resolved(tuple(chips), reading.processes, tuple(warnings))
 
 
-def _stale(chip: ChipSample, failure: NpuSmiFailure, age_s: float) -> ChipSample:
+def _stale(chip: ChipSample, failure: SourceFailure, age_s: float) -> ChipSample:
     reason = f"{failure.message}; showing the value from {age_s:.0f} s ago"
     notes = dict(chip.notes)
     for metric in CHIP_METRICS:
@@ -107,24 +106,24 @@ def _failed(identity: ChipIdentity, status: MetricStatus, reason: str) -> ChipSa
 
 
 def _from_pci(
-    inventory: Optional[PciInventory], failure: NpuSmiFailure, warnings: Tuple[str, ...]
+    inventory: Optional[PciInventory], failure: SourceFailure, warnings: Tuple[str, ...], source: str
 ) -> Resolved:
-    """Without any npu-smi table, list the chips PCI sysfs shows, every metric null with the failure.
+    """Without any reading, list the chips PCI sysfs shows, every metric null with the failure.
 
-    npu-smi's NPU IDs are unknown here, so chips are numbered in PCI bus order and say so.
+    The source's NPU IDs are unknown here, so chips are numbered in PCI bus order and say so.
     """
     if inventory is None:
         return Resolved((), (), warnings)
     functions = [f for f in inventory.functions if not f.is_virtual_function]
     if not functions:
         return Resolved((), (), warnings)
-    reason = f"{failure.message} (NPU IDs are positions in PCI bus order: npu-smi gave none)"
+    reason = f"{failure.message} (NPU IDs are positions in PCI bus order: {source} gave none)"
     chips = []
     for index, function in enumerate(functions):
         for chip_id in range(function.chips):
             identity = ChipIdentity(
                 npu_id=index, chip_id=chip_id, name=function.model, bus_id=function.bus_id
             )
-            chips.append(_failed(identity, failure.kind.metric_status, reason))
-    note = f"{len(functions)} Ascend PCI function(s) present, npu-smi gave no data: chips listed from sysfs"
+            chips.append(_failed(identity, failure.metric_status, reason))
+    note = f"{len(functions)} Ascend PCI function(s) present, {source} gave no data: chips listed from sysfs"
     return Resolved(tuple(chips), (), (*warnings, note))

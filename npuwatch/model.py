@@ -303,10 +303,26 @@ class Snapshot:
     host: Optional[HostInfo] = None
     warnings: Tuple[str, ...] = ()
     probes: Tuple[ProbeReport, ...] = ()
+    #: The ``probe_name`` of the chip source that read the chips (``npu-smi``; ``dcmi``): its report
+    #: is ``chip_source_report``.  A snapshot read back from JSON says ``npu-smi``, the only one yet.
+    chip_source: str = "npu-smi"
 
     def probe(self, name: str) -> Optional[ProbeReport]:
         """The report of the probe called ``name``, if it ran."""
         return next((report for report in self.probes if report.name == name), None)
+
+    @property
+    def chip_source_report(self) -> Optional[ProbeReport]:
+        """How the chip source fared in this sample, whichever backend it is; ``None`` when it
+        left no report (a recording may carry none)."""
+        return self.probe(self.chip_source)
+
+    @property
+    def chip_source_version(self) -> Optional[str]:
+        """The chip source's own version: the ``Versions`` field named after its probe
+        (``npu_smi`` for ``npu-smi``; a new source adds its own field), else ``None``."""
+        value = getattr(self.versions, self.chip_source.replace("-", "_"), None)
+        return value if isinstance(value, str) else None
 
     def chip(self, npu_id: int, chip_id: int = 0) -> Optional[ChipSample]:
         """The chip with these IDs, if present."""

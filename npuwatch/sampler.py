@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
-from npuwatch.chip_details import ChipDetails
+from npuwatch.chip_source import ChipDetails, ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
 from npuwatch.feed import SnapshotFeed
 from npuwatch.health import MachineChips, machine_chips, unreported_chips
@@ -24,7 +24,6 @@ from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
 from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.sysroot import Sysroot
-from npuwatch.sources import ChipSource, SourceReading
 
 #: Slow facts: PCI inventory and links, install/version files.
 PCI_REFRESH_S = 10.0
@@ -59,7 +58,6 @@ class Sampler:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         on_close: Optional[Callable[[], None]] = None,
-        details: Optional[Callable[[int, int], ChipDetails]] = None,
     ) -> None:
         self.source = source
         self.sysroot = sysroot
@@ -71,10 +69,9 @@ class Sampler:
         self._clock = clock
         self._monotonic = monotonic
         self._on_close = on_close
-        self.details_fetcher = details
         self._lock = threading.Lock()
         self._last: Optional[Snapshot] = None
-        self._tracker = ChipTracker()
+        self._tracker = ChipTracker(source_name=source.probe_name)
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
         self._links: Mapping[str, PcieLink] = {}
         self._has: Optional[MachineChips] = None  # the chips the machine has, with the PCI scan
@@ -119,23 +116,22 @@ class Sampler:
         return snapshot
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
-        """One chip's on-demand npu-smi reports; ``None`` when the source has none (a replay).
+        """One chip's on-demand details from the source; ``None`` when it provides none (a replay).
 
-        Holds the sampler's lock, so these npu-smi calls never overlap a tick's.
+        Holds the sampler's lock, so the source's queries never overlap a tick's.
         """
-        fetch = self.details_fetcher
-        if fetch is None:
+        if not self.source.provides_details:
             return None
         with self._lock:
-            return fetch(npu_id, chip_id)
+            return self.source.chip_details(npu_id, chip_id)
 
     def _sample_locked(self) -> Snapshot:
         now, mono = self._clock(), self._monotonic()
-        reading = self.source.read()
-        probes = [_npu_smi_report(reading)]
+        outcome = self.source.read()
+        probes = [_source_report(self.source.probe_name, outcome)]
         inventory = self._inventory(mono, probes)
-        resolved = self._tracker.resolve(reading, mono, inventory)
-        warnings = resolved.warnings + self._unreported(reading, probes)
+        resolved = self._tracker.resolve(outcome, mono, inventory)
+        warnings = resolved.warnings + self._unreported(outcome, probes)
         chips = [self._with_pcie(chip) for chip in resolved.chips]
         processes = list(resolved.processes)
         if self.devices is not None:
@@ -156,12 +152,13 @@ class Sampler:
         return Snapshot(
             taken_at=datetime.fromtimestamp(now, tz=timezone.utc),
             source=self.source.label,
-            versions=self._versions_now(reading, mono, probes),
+            versions=self._versions_now(outcome, mono, probes),
             chips=tuple(chips),
             processes=tuple(processes),
             host=host_info,
             warnings=warnings,
             probes=tuple(probes),
+            chip_source=self.source.probe_name,
         )
 
     def _guard(self, name: str, probes: List[ProbeReport], read: Callable[[], T], fallback: T) -> T:
@@ -205,13 +202,13 @@ class Sampler:
             self._in_container = detect_container(sysroot).in_container
         return machine_chips(inventory, scan_dev(sysroot), self._in_container)
 
-    def _unreported(self, reading: SourceReading, probes: List[ProbeReport]) -> Tuple[str, ...]:
-        """A ``chips`` probe report and a warning when npu-smi lists fewer chips than the machine
+    def _unreported(self, outcome: SourceReading, probes: List[ProbeReport]) -> Tuple[str, ...]:
+        """A ``chips`` probe report and a warning when the source lists fewer chips than the machine
         has (``health.unreported_chips``: the rule of ``npuwatch check`` and the doctor)."""
         has = self._has
-        if has is None or reading.table is None or self.devices is not None:
+        if has is None or outcome.reading is None or self.devices is not None:
             return ()
-        problem = unreported_chips(has, reading.table.chips)
+        problem = unreported_chips(has, outcome.reading.chips)
         if problem is None:
             return ()
         probes.append(ProbeReport("chips", MetricStatus.ERROR, None, problem.message, found=has.count))
@@ -222,7 +219,7 @@ class Sampler:
         link = self._links.get(bdf) if bdf else None
         return chip if link is None else replace(chip, pcie=link)
 
-    def _versions_now(self, reading: SourceReading, mono: float, probes: List[ProbeReport]) -> Versions:
+    def _versions_now(self, outcome: SourceReading, mono: float, probes: List[ProbeReport]) -> Versions:
         sysroot = self.sysroot
         if sysroot is not None and (self._versions is None or mono - self._versions[1] >= VERSIONS_REFRESH_S):
             self._versions = (
@@ -230,12 +227,10 @@ class Sampler:
                 mono,
             )
         installed = self._versions[0] if self._versions is not None else Versions()
-        table = reading.table or self._tracker.last_table
-        if table is None:
+        reading = outcome.reading or self._tracker.last_reading
+        if reading is None:
             return installed
-        return replace(
-            installed, npu_smi=table.npu_smi_version, driver=installed.driver or table.driver_version
-        )
+        return _merged_versions(installed, reading.versions)
 
 
 def _plausible_chips(chips: Iterable[ChipSample]) -> Tuple[List[ChipSample], Tuple[str, ...]]:
@@ -253,10 +248,21 @@ PAUSED_WARNING = "polling paused while `npuwatch selftest` measures; showing the
 _NO_HOST = "no host probe for this source (a replayed capture holds no host details)"
 
 
-def _npu_smi_report(reading: SourceReading) -> ProbeReport:
-    if reading.failure is None:
-        found = None if reading.table is None else len(reading.table.chips)
-        return ProbeReport("npu-smi", MetricStatus.OK, reading.duration_s, found=found)
-    return ProbeReport(
-        "npu-smi", reading.failure.kind.metric_status, reading.duration_s, reading.failure.message
+def _merged_versions(installed: Versions, source: Versions) -> Versions:
+    """The install files' versions with the source's: the source's own version (npu-smi's header)
+    always from the source, the driver's from the install files first."""
+    return replace(
+        installed,
+        npu_smi=source.npu_smi,
+        driver=installed.driver or source.driver,
+        firmware=installed.firmware or source.firmware,
+        cann=installed.cann or source.cann,
     )
+
+
+def _source_report(name: str, outcome: SourceReading) -> ProbeReport:
+    """The chip source's ProbeReport, named by its ``probe_name`` (``Snapshot.chip_source_report``)."""
+    if outcome.failure is None:
+        found = None if outcome.reading is None else len(outcome.reading.chips)
+        return ProbeReport(name, MetricStatus.OK, outcome.duration_s, found=found)
+    return ProbeReport(name, outcome.failure.metric_status, outcome.duration_s, outcome.failure.message)

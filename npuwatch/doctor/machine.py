@@ -11,6 +11,7 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union
 
+from npuwatch.chip_source import ChipReading, SourceReading
 from npuwatch.health import Problem, machine_chips, unreported_chips
 from npuwatch.model import NpuProcess
 from npuwatch.probes.container import ContainerInfo, detect_container
@@ -26,8 +27,9 @@ from npuwatch.probes.install_files import (
     parse_firmware_version_info,
     read_install_info,
 )
-from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiError, NpuSmiFailure, NpuSmiOutput
-from npuwatch.probes.npu_smi.table import InfoTable, parse_info
+from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiFailure, NpuSmiOutput
+from npuwatch.probes.npu_smi.source import NpuSmiSource
+from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
@@ -190,25 +192,48 @@ class Machine:
         """An ``NpuSmi`` with this machine's path and timeout."""
         return NpuSmi(self.npu_smi_path, timeout_s=self.timeout_s)
 
+    def chip_source(self) -> NpuSmiSource:
+        """The chip source the doctor reads chips through, as the sampler and ``check`` do: npu-smi
+        with this machine's path and timeout; no logic-ID mapping, and error codes only when a
+        check asks (``with_error_codes``), so the shared read costs one ``npu-smi info``."""
+        return self._cached(
+            "chip_source", lambda: NpuSmiSource(self.npu_smi(), logic_ids=False, error_codes=False)
+        )
+
+    def chip_reading(self) -> SourceReading:
+        """The chip source read once: its reading, or its failure."""
+        return self._cached("chip_reading", lambda: self.chip_source().read())
+
     def npu_smi_info(self) -> Union[NpuSmiOutput, NpuSmiFailure]:
-        """``npu-smi info`` run once: its output, or the explained failure."""
+        """``npu-smi info`` as it came (the chip source's one call): its output, or the explained
+        failure, for the checks that explain npu-smi itself."""
 
         def call() -> Union[NpuSmiOutput, NpuSmiFailure]:
-            try:
-                return self.npu_smi().info()
-            except NpuSmiError as exc:
-                return exc.failure
+            self.chip_reading()
+            raw = self.chip_source().last_call
+            assert raw is not None  # the read above made the call
+            return raw
 
         return self._cached("npu_smi_info", call)
 
-    def info_table(self) -> Optional[InfoTable]:
-        """The parsed ``npu-smi info`` table, or ``None`` when npu-smi gave none."""
+    def info_table(self) -> Optional[ChipReading]:
+        """The chips, processes and versions npu-smi gave (the chip source's reading); an empty
+        reading, with the parser's warnings, when npu-smi answered without a chip table; ``None``
+        when it gave none."""
 
-        def parse() -> Optional[InfoTable]:
+        def read() -> Optional[ChipReading]:
+            outcome = self.chip_reading()
+            if outcome.reading is not None:
+                return outcome.reading
             output = self.npu_smi_info()
-            return parse_info(output.text) if isinstance(output, NpuSmiOutput) else None
+            return parse_info(output.text).to_reading() if isinstance(output, NpuSmiOutput) else None
 
-        return self._cached("info_table", parse)
+        return self._cached("info_table", read)
+
+    def with_error_codes(self, reading: ChipReading, budget_s: float) -> ChipReading:
+        """``reading`` with the error codes of its chips that are not OK, asked within ``budget_s``
+        together: the chip source's own query, the one the dashboard and ``check`` use."""
+        return self.chip_source().with_error_codes(reading, budget_s)
 
     def unreported_chips(self) -> Optional[Problem]:
         """Why npu-smi's table lists fewer chips than the machine has (PCI functions, device nodes,

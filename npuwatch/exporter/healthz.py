@@ -54,11 +54,12 @@ def judge_healthz(
         return HealthzAnswer(
             503, f"unhealthy: stale: the latest sample is {age_s:.1f} s old (limit {max_age_s:g} s)"
         )
-    report = snapshot.probe("npu-smi")
+    report = snapshot.chip_source_report
     if report is not None and report.status is not MetricStatus.OK:
         reason = _one_line(report.message or report.status.value)
-        return HealthzAnswer(503, f"unhealthy: npu-smi {report.status.value}: {reason}")
-    chips = judge_chips(snapshot.chips)  # no npu-smi query: a scrape never runs one
+        return HealthzAnswer(503, f"unhealthy: {snapshot.chip_source} {report.status.value}: {reason}")
+    # No npu-smi query (a scrape never runs one): the codes are those the sampler attached.
+    chips = judge_chips(snapshot.chips, processes=snapshot.processes)
     problems = chip_problems(snapshot.chips, chips, devices)
     unlisted = snapshot.probe("chips")  # the sampler's health.unreported_chips, as `check` judges it
     if unlisted is not None and unlisted.status is not MetricStatus.OK and devices is None:

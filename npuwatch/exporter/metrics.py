@@ -61,11 +61,11 @@ class ExporterView:
 
     @property
     def up(self) -> bool:
-        """Whether the latest npu-smi read succeeded."""
+        """Whether the latest read of the chip source (npu-smi, DCMI) succeeded."""
         snapshot = self.snapshot
         if snapshot is None or self.sample_error is not None:
             return False
-        report = snapshot.probe("npu-smi")
+        report = snapshot.chip_source_report
         if report is None:  # a replayed recording may carry no probe reports: its chips say it
             return bool(snapshot.chips)
         return report.status is MetricStatus.OK

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+from npuwatch.chip_source import SourceFailure
 from npuwatch.model import MetricStatus
 from npuwatch.probes import dcmi_codes
 from npuwatch.probes.runner import MAX_OUTPUT_BYTES, LaunchError, RunResult, run
@@ -62,6 +63,27 @@ class NpuSmiFailure:
 
     def __str__(self) -> str:
         return self.message
+
+    def to_source_failure(self) -> SourceFailure:
+        """This failure as the chip-source seam's backend-neutral record."""
+        return SourceFailure(
+            kind=self.kind.value,
+            message=self.message,
+            hint=self.hint,
+            metric_status=self.kind.metric_status,
+            exit_code=self.exit_code,
+            error_code=self.dcmi_code,
+            output=self.output,
+        )
+
+    @classmethod
+    def from_source_failure(cls, failure: SourceFailure) -> NpuSmiFailure:
+        """The npu-smi failure an ``NpuSmiSource`` reported through the seam (the doctor explains it)."""
+        try:
+            kind = FailureKind(failure.kind)
+        except ValueError:
+            kind = FailureKind.FAILED
+        return cls(kind, failure.message, failure.hint, failure.exit_code, failure.error_code, failure.output)
 
 
 class NpuSmiError(Exception):

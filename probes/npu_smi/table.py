@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from npuwatch.model import ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, NpuProcess
+from npuwatch.chip_source import ChipReading
+from npuwatch.model import ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, NpuProcess, Versions
 from npuwatch.probes.npu_smi.processes import NO_PROCESS_RE, read_processes
 from npuwatch.probes.npu_smi.rows import HeaderCell, Row, header_cell, split_rows
 from npuwatch.probes.values import is_placeholder, to_float, to_int, to_text
@@ -57,6 +58,21 @@ class InfoTable:
     #: NPU IDs with the ``No running processes found in NPU n`` line.
     idle_npus: Tuple[int, ...] = ()
     warnings: Tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """No table at all (junk, a truncated header): neither a chip nor npu-smi's version line."""
+        return not self.chips and not self.npu_smi_version
+
+    def to_reading(self) -> ChipReading:
+        """This table as the chip-source seam's backend-neutral reading."""
+        return ChipReading(
+            versions=Versions(npu_smi=self.npu_smi_version, driver=self.driver_version),
+            chips=self.chips,
+            processes=self.processes,
+            process_table=self.process_table,
+            warnings=self.warnings,
+        )
 
 
 @dataclass

@@ -23,6 +23,7 @@ from npuwatch.health import (
     Reason,
     _node_problems,
     check_health,
+    check_source,
     default_max_temp_c,
 )
 from npuwatch.model import Health
@@ -301,7 +302,9 @@ def test_npu_smi_printing_garbage(machine, capsys):
     write_npu_smi(machine, "echo 'Segmentation fault (core dumped)? no: just garbage'")
     code, out, err = check(capsys, "--root", str(machine.root))
     assert code == 1
-    assert the_line(out).startswith("unhealthy: npu-smi info lists no chip")
+    # The chip source's verdict, the same the dashboard and /healthz give (it used to say
+    # "npu-smi info lists no chip" here alone).
+    assert the_line(out) == "unhealthy: npu-smi printed no chip table"
     assert "Traceback" not in err
 
 
@@ -545,7 +548,7 @@ def test_line_without_known_temperatures():
 
 def test_check_health_in_process(tmp_path):
     with Simulation.start("chip-alarm", workdir=tmp_path / "root") as sim:
-        verdict = check_health(Sysroot(sim.root), NpuSmi(sim.npu_smi, timeout_s=5), devices=[3])
+        verdict = check_health(Sysroot(sim.root), check_source(NpuSmi(sim.npu_smi, timeout_s=5)), devices=[3])
     assert not verdict.healthy
     assert [(p.reason, p.npu_id) for p in verdict.problems] == [(Reason.CHIP_HEALTH, 3)]
     assert verdict.chips[0].error_codes == ("80E01801",)

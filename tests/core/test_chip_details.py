@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from npuwatch.chip_details import ChipDetails, fetch_chip_details
+from npuwatch.chip_source import ChipDetails
+from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import Health
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi
+from npuwatch.probes.npu_smi.details import fetch_chip_details
+from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.simulator import Simulation
 from npuwatch.sampler import Sampler
-from npuwatch.sources import CaptureSource
-from npuwatch.wiring import build_sampler
 from tests.conftest import CAPTURES
 
 HANG = "hang"
@@ -315,29 +316,52 @@ def test_a_chip_the_npu_does_not_have(simulation):
 
 def test_a_replay_sampler_has_no_details():
     capture = next(CAPTURES.glob("022_*.txt"))
-    with build_sampler(replay=capture) as sampler:
-        assert sampler.details_fetcher is None
+    with open_feed(FeedOptions(replay=str(capture))) as sampler:
         assert sampler.chip_details(0, 0) is None
 
 
-def test_a_demo_sampler_fetches_details():
-    with build_sampler(demo="310p-duo", host=False) as sampler:
+def test_a_demo_sampler_fetches_details_through_its_source():
+    with open_feed(FeedOptions(demo="310p-duo", host=False)) as sampler:
         sampler.sample()
         details = sampler.chip_details(5, 1)
-    assert details is not None
-    assert details.board is not None
-    assert details.board.chip_name == "310P3"
-    assert details.chip_health is not None
+    assert isinstance(details, ChipDetails)  # the seam's plain record: views import no probe
+    commands = [section.command for section in details.sections]
+    assert commands == [
+        "npu-smi info -t board -i 5",
+        "npu-smi info -t board -i 5 -c 1",
+        "npu-smi info -t usages -i 5 -c 1",
+        "npu-smi info -t common -i 5 -c 1",
+        "npu-smi info -t health -i 5 -c 1",
+    ]
+    assert all(section.failure is None for section in details.sections)
+    assert ("Chip Name", "310P3") in details.sections[1].fields
 
 
-def test_the_sampler_holds_its_lock_while_fetching(tmp_path):
-    capture = next(CAPTURES.glob("022_*.txt"))
-    seen = []
+def test_a_failed_query_reaches_the_view_as_a_source_failure():
+    details = fetch_chip_details(NpuSmi(None), 0, 0).to_chip_details()
+    first = details.sections[0]
+    assert first.failure is not None
+    assert first.failure.kind == FailureKind.NOT_FOUND.value
+    assert first.failure.message == "npu-smi was not found"
 
-    def fetch(npu_id: int, chip_id: int) -> ChipDetails:
-        seen.append((npu_id, chip_id, sampler._lock.locked()))
-        return fetch_chip_details(NpuSmi(None), npu_id, chip_id)
 
-    sampler = Sampler(CaptureSource(capture), None, details=fetch)
+class _LockSpy(CaptureSource):
+    provides_details = True
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.sampler: Optional[Sampler] = None
+        self.seen: List[Tuple[int, int, bool]] = []
+
+    def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
+        assert self.sampler is not None
+        self.seen.append((npu_id, chip_id, self.sampler._lock.locked()))
+        return fetch_chip_details(NpuSmi(None), npu_id, chip_id).to_chip_details()
+
+
+def test_the_sampler_holds_its_lock_while_fetching():
+    source = _LockSpy(next(CAPTURES.glob("022_*.txt")))
+    sampler = Sampler(source, None)
+    source.sampler = sampler
     assert sampler.chip_details(2, 1) is not None
-    assert seen == [(2, 1, True)]
+    assert source.seen == [(2, 1, True)]

@@ -14,7 +14,7 @@ import jsonschema
 from npuwatch import snapshot_json
 from npuwatch.model import ChipError, ChipIdentity, ChipSample, Health, Snapshot
 from npuwatch.probes.npu_smi import NpuSmi
-from npuwatch.sources import NpuSmiSource
+from npuwatch.probes.npu_smi.source import NpuSmiSource
 from tests.conftest import CAPTURES
 
 ALARM_HEALTH = (
@@ -45,7 +45,7 @@ def fake_npu_smi(tmp_path: Path, info: str, health: str, health_exit: int = 0) -
 
 def test_a_chip_in_alarm_gets_its_error_codes_and_their_meaning(tmp_path: Path) -> None:
     source = NpuSmiSource(NpuSmi(fake_npu_smi(tmp_path, "041", ALARM_HEALTH)))  # 310B4 in Alarm
-    table = source.read().table
+    table = source.read().reading
     assert table is not None
     assert table.chips[0].health is Health.ALARM
     assert table.chips[0].errors == (
@@ -65,7 +65,7 @@ def test_the_codes_are_asked_once_per_state_not_every_tick(tmp_path: Path) -> No
 
 def test_healthy_chips_cost_no_query(tmp_path: Path) -> None:
     source = NpuSmiSource(NpuSmi(fake_npu_smi(tmp_path, "022", ALARM_HEALTH)))
-    table = source.read().table
+    table = source.read().reading
     assert table is not None and all(chip.errors == () for chip in table.chips)
     assert not [c for c in (tmp_path / "calls.log").read_text().splitlines() if "-t" in c]
 
@@ -73,9 +73,9 @@ def test_healthy_chips_cost_no_query(tmp_path: Path) -> None:
 def test_a_failing_health_query_leaves_the_codes_unknown(tmp_path: Path) -> None:
     source = NpuSmiSource(NpuSmi(fake_npu_smi(tmp_path, "041", "Error: busy\n", health_exit=1)))
     reading = source.read()
-    assert reading.failure is None and reading.table is not None
-    assert reading.table.chips[0].health is Health.ALARM
-    assert reading.table.chips[0].errors == ()
+    assert reading.failure is None and reading.reading is not None
+    assert reading.reading.chips[0].health is Health.ALARM
+    assert reading.reading.chips[0].errors == ()
 
 
 def test_error_codes_survive_the_json_round_trip() -> None:

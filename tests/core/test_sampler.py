@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from typing import List, Optional
 
+from npuwatch.chip_source import SourceReading
 from npuwatch.chip_state import STALE_AFTER_S
 from npuwatch.model import Health, MetricStatus
 from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
@@ -15,7 +16,6 @@ from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler
-from npuwatch.sources import SourceReading
 from tests.conftest import capture_text as capture
 
 TIMEOUT = NpuSmiFailure(FailureKind.TIMEOUT, "npu-smi did not answer within 5.0 s", "check dmesg")
@@ -25,6 +25,10 @@ class ScriptedSource:
     """Returns the given readings in turn (the last one repeats)."""
 
     label = "npu-smi"
+    probe_name = "npu-smi"
+    provides_details = False
+    provides_processes = True
+    provides_logic_ids = False
 
     def __init__(self, readings: List[SourceReading], delay_s: float = 0.0) -> None:
         self.readings = readings
@@ -42,6 +46,9 @@ class ScriptedSource:
         self.running -= 1
         return reading
 
+    def chip_details(self, npu_id: int, chip_id: int) -> None:
+        return None
+
 
 class Clock:
     def __init__(self) -> None:
@@ -52,11 +59,11 @@ class Clock:
 
 
 def good(name: str = "001") -> SourceReading:
-    return SourceReading(parse_info(capture(name)), None, 0.2)
+    return SourceReading(parse_info(capture(name)).to_reading(), None, 0.2)
 
 
 def failed(failure: Optional[NpuSmiFailure] = None) -> SourceReading:
-    return SourceReading(None, failure or TIMEOUT, 5.0)
+    return SourceReading(None, (failure or TIMEOUT).to_source_failure(), 5.0)
 
 
 def make(tmp_path, readings, **kw) -> tuple:
@@ -191,7 +198,7 @@ def test_a_chip_that_vanishes_stays_listed_with_the_reason(tmp_path):
     builder.add_pci_function("0000:c2:00.0", device_id=0xD802, present=False)
     table = parse_info(capture("001"))
     chips = tuple(c for c in table.chips if c.identity.npu_id != 1)
-    without_npu_1 = SourceReading(replace(table, chips=chips), None, 0.2)
+    without_npu_1 = SourceReading(replace(table, chips=chips).to_reading(), None, 0.2)
     sampler, clock, _ = make(tmp_path, [good(), without_npu_1])
     sampler.sample()
     clock.now += 1
@@ -242,11 +249,11 @@ def test_history_covers_ten_minutes_at_short_intervals(tmp_path):
 
 def test_sampler_pauses_polling_while_a_selftest_measures(tmp_path):
     from npuwatch import polling_pause
+    from npuwatch.feeds import FeedOptions, open_feed
     from npuwatch.sampler import PAUSED_WARNING
-    from npuwatch.wiring import build_sampler
 
     env = {"XDG_RUNTIME_DIR": str(tmp_path)}
-    with build_sampler(demo="910b-training") as sampler:
+    with open_feed(FeedOptions(demo="910b-training")) as sampler:
         first = sampler.sample()
         calls = []
         original = sampler.source.read

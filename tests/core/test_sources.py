@@ -6,7 +6,7 @@ import shlex
 from pathlib import Path
 
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi
-from npuwatch.sources import MAPPING_REFRESH_S, CaptureSource, NpuSmiSource
+from npuwatch.probes.npu_smi.source import MAPPING_REFRESH_S, CaptureSource, NpuSmiSource
 from tests.conftest import CAPTURES
 
 
@@ -37,8 +37,8 @@ class Clock:
 def test_logic_ids_come_from_the_mapping(tmp_path):
     tool = fake_npu_smi(tmp_path, "022", "023")
     reading = NpuSmiSource(NpuSmi(tool)).read()
-    assert reading.table is not None
-    assert [c.identity.logic_id for c in reading.table.chips] == list(range(8))
+    assert reading.reading is not None
+    assert [c.identity.logic_id for c in reading.reading.chips] == list(range(8))
 
 
 def test_mapping_is_a_slow_fact_asked_again_only_after_its_refresh(tmp_path):
@@ -56,13 +56,13 @@ def test_mapping_is_a_slow_fact_asked_again_only_after_its_refresh(tmp_path):
 def test_a_failing_mapping_leaves_logic_ids_unknown(tmp_path):
     tool = fake_npu_smi(tmp_path, "022", "070", mapping_exit=255)  # "does not support querying"
     reading = NpuSmiSource(NpuSmi(tool)).read()
-    assert reading.table is not None
-    assert {c.identity.logic_id for c in reading.table.chips} == {None}
+    assert reading.reading is not None
+    assert {c.identity.logic_id for c in reading.reading.chips} == {None}
 
 
 def test_capture_source_explains_an_error_capture_as_the_live_path_would():
     reading = CaptureSource(next(CAPTURES.glob("034_*.txt"))).read()
-    assert reading.table is None
+    assert reading.reading is None
     assert reading.failure is not None
-    assert reading.failure.kind is FailureKind.DCMI
-    assert reading.failure.dcmi_code == -8020
+    assert reading.failure.kind == FailureKind.DCMI.value
+    assert reading.failure.error_code == -8020

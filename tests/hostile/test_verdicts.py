@@ -21,14 +21,14 @@ import pytest
 
 from npuwatch.exporter.healthz import judge_healthz
 from npuwatch.exporter.metrics import ExporterView, render
-from npuwatch.health import check_health
+from npuwatch.health import check_health, check_source
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
+from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import scan_pci
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 from npuwatch.sampler import Sampler
-from npuwatch.sources import NpuSmiSource
 from tests.conftest import capture_text, need
 
 #: Generous: a run over a small tree takes a second or two.
@@ -240,7 +240,7 @@ def test_functions_given_to_another_driver_are_not_counted(tmp_path: Path) -> No
 def test_check_health_with_devices_judges_only_those(tmp_path: Path) -> None:
     builder = build_machine(tmp_path / "root")
     npu_smi = fake_npu_smi(tmp_path / "bin", FOUR_OF_EIGHT)
-    verdict = check_health(builder.sysroot(), NpuSmi(npu_smi, timeout_s=10), devices={0, 1})
+    verdict = check_health(builder.sysroot(), check_source(NpuSmi(npu_smi, timeout_s=10)), devices={0, 1})
     assert verdict.healthy, verdict.line
 
 
@@ -277,7 +277,7 @@ def test_an_empty_answer_is_a_failed_read_too(tmp_path: Path) -> None:
     builder = build_machine(tmp_path / "root")
     npu_smi = fake_npu_smi(tmp_path / "bin", "\n")
     reading = NpuSmiSource(NpuSmi(npu_smi, timeout_s=10)).read()
-    assert reading.table is None and reading.failure is not None, reading
+    assert reading.reading is None and reading.failure is not None, reading
     del builder
 
 
@@ -285,7 +285,7 @@ def test_a_table_with_a_header_and_no_chip_is_still_a_table(tmp_path: Path) -> N
     # npu-smi's header with an empty chip section is npu-smi's own answer, not junk.
     npu_smi = fake_npu_smi(tmp_path / "bin", "\n".join(_LINES[:6]) + "\n")
     reading = NpuSmiSource(NpuSmi(npu_smi, timeout_s=10)).read()
-    assert reading.failure is None and reading.table is not None and not reading.table.chips
+    assert reading.failure is None and reading.reading is not None and not reading.reading.chips
 
 
 # ------------------------------------------------------------------ defect 8: one bad PID

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Sequence
 
-from npuwatch.chip_details import ChipDetails
+from npuwatch.chip_source import ChipDetails
 from npuwatch.history import History
 from npuwatch.model import (
     Health,
@@ -177,10 +177,10 @@ def simulated_snapshots(scenario: str, count: int, *, at_s: float = 600.0) -> Li
 
     from npuwatch.probes.host import HostProbe
     from npuwatch.probes.npu_smi import NpuSmi
+    from npuwatch.probes.npu_smi.source import NpuSmiSource
     from npuwatch.probes.simulator import Simulation
     from npuwatch.probes.sysroot import Sysroot
     from npuwatch.sampler import Sampler
-    from npuwatch.sources import NpuSmiSource
 
     epoch = FIXED_AT.timestamp() - at_s - count
     now = {"s": 0.0}

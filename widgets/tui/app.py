@@ -401,7 +401,7 @@ class NpuwatchApp(App[None]):
             v = snap.versions
             width = self._width()
             for part in (
-                f"npu-smi {v.npu_smi or 'n/a'}",
+                f"{snap.chip_source} {snap.chip_source_version or 'n/a'}",
                 f"CANN {v.cann or 'n/a'}",
                 f"driver {v.driver or 'n/a'}",
                 f"firmware {v.firmware or 'n/a'}",

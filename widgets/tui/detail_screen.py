@@ -17,7 +17,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from npuwatch.chip_details import ChipDetails
+from npuwatch.chip_source import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
 from npuwatch.metrics_table import METRICS, metric
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
@@ -120,7 +120,8 @@ def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
     v = snapshot.versions
     versions = Text(
         inert(
-            f"npu-smi {v.npu_smi or 'n/a'} · driver {v.driver or 'n/a'} · firmware {v.firmware or 'n/a'} · "
+            f"{snapshot.chip_source} {snapshot.chip_source_version or 'n/a'} · driver {v.driver or 'n/a'} · "
+            f"firmware {v.firmware or 'n/a'} · "
             f"CANN {v.cann or 'n/a'}"
         ),
         style="dim",
@@ -260,7 +261,7 @@ def npu_smi_tables(details: Optional[ChipDetails], source: str = "") -> Renderab
         why = " (a replay: there is no npu-smi to ask)" if source.startswith("replay:") else ""
         return Text(f"npu-smi queries are not available for this source{why}.", style="dim")
     parts: List[RenderableType] = []
-    for query in details.queries:
+    for query in details.sections:
         if query.duration_s is None:
             continue
         parts.append(Text(f"$ {inert(query.command)}", style="bold"))

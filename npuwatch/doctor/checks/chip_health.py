@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.model import ChipSample, Health
-from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError
-from npuwatch.probes.npu_smi.reports import parse_health
-
-#: A query needs at least this much of the check's time left to be worth starting.
-_MIN_QUERY_S = 0.5
-
-#: At most this many ``-t health`` queries: each costs an npu-smi call.
-_MAX_QUERIES = 4
 
 
 def _where(chip: ChipSample) -> str:
@@ -24,35 +15,23 @@ def _where(chip: ChipSample) -> str:
     return f"NPU {identity.npu_id} (chip {identity.chip_id}{bus})"
 
 
-def _error_text(machine: Machine, chip: ChipSample, deadline: float) -> Optional[str]:
-    """``npu-smi info -t health -i N -c M``'s error code and information, when there is time."""
-    left_s = min(machine.timeout_s, deadline - time.monotonic())
-    if left_s < _MIN_QUERY_S:
-        return None
-    identity = chip.identity
-    try:
-        output = NpuSmi(machine.npu_smi_path, timeout_s=left_s).query(
-            "health", identity.npu_id, identity.chip_id
-        )
-    except NpuSmiError as exc:
-        return f"(`npu-smi info -t health` failed: {exc.failure.message})"
-    report = parse_health(output.text)
-    found = next((c for c in report.chips if c.chip_id in (identity.chip_id, None)), None)
-    if found is None or not (found.error_codes or found.error_information):
-        return None
-    codes = " ".join(found.error_codes)
-    info = "; ".join(found.error_information)
-    return " ".join(part for part in (codes, info) if part and part != "NA") or None
+def _error_text(chip: ChipSample) -> Optional[str]:
+    """The chip's error codes and their information, as the chip source found them."""
+    codes = " ".join(error.code for error in chip.errors)
+    info = "; ".join(error.meaning for error in chip.errors if error.meaning)
+    return " ".join(part for part in (codes, info) if part) or None
 
 
 def run(machine: Machine) -> Finding:
     """Judge every chip's health; look up error codes of the chips that are not OK."""
-    deadline = time.monotonic() + machine.timeout_s  # the check itself is stopped at timeout + 1 s
     table = machine.info_table()
     if table is None:
         return skipped("npu-smi gave no table to read health from (see npu-smi)")
     if not table.chips:
         return skipped("npu-smi listed no chip (see npu-smi)")
+    if any(chip.health is not Health.OK for chip in table.chips):
+        # The check itself is stopped at its timeout + 1 s: the queries get the timeout together.
+        table = machine.with_error_codes(table, machine.timeout_s)
     sick = [chip for chip in table.chips if chip.health is not Health.OK]
     unlisted = machine.unreported_chips()
     if unlisted is not None and not sick:
@@ -62,8 +41,8 @@ def run(machine: Machine) -> Finding:
         return passed(f"all {len(table.chips)} chips are OK")
     states: List[str] = []
     lines: List[str] = []
-    for index, chip in enumerate(sick):
-        error = _error_text(machine, chip, deadline) if index < _MAX_QUERIES else None
+    for chip in sick:
+        error = _error_text(chip)
         state = f"{_where(chip)} is in {chip.health.value} state" + (f": error {error}" if error else "")
         busy = [p for p in table.processes if (p.npu_id, p.chip_id) == chip.identity.key]
         if busy:

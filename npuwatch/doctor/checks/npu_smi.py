@@ -61,9 +61,9 @@ def _answered(machine: Machine, output: NpuSmiOutput) -> Finding:
             "with `npuwatch snapshot --replay FILE --json`",
             details + warnings[:4],
         )
-    version = table.npu_smi_version or "(version not printed)"
-    if table.driver_version:
-        details.append(f"driver version (npu-smi header): {table.driver_version}")
+    version = table.versions.npu_smi or "(version not printed)"
+    if table.versions.driver:
+        details.append(f"driver version (npu-smi header): {table.versions.driver}")
     unlisted = machine.unreported_chips()
     if unlisted is not None:
         # A warning, not a failure: chip-health (which needs this check) fails for the chips.

@@ -1,5 +1,8 @@
 """Provides fetch_chip_details(): one chip's npu-smi board, usages, common and health reports, on demand.
 
+``NpuSmiSource.chip_details`` hands them on as the seam's plain ``ChipDetails`` (key/value
+sections, ``NpuSmiDetails.to_chip_details``); the typed reports stay here for npu-smi's own use.
+
 The detail screen shows everything ``npu-smi info -t board|usages|common|health`` prints for one
 chip.  These are slow, per-chip queries, so they run only when asked (never every tick), one
 after another (npu-smi calls must never overlap), each under the ``NpuSmi``'s own timeout.
@@ -15,7 +18,7 @@ Which form of each query is asked:
   chip's block picked out of it.
 * ``board``: both levels, because they describe different things and neither replaces the
   other: card-level ``-i N`` (010, 079: product, serial, PCI IDs, chip count) and chip-level
-  ``-i N -c M`` (011, 065: chip type and name, die IDs, position).  ``ChipDetails.board``
+  ``-i N -c M`` (011, 065: chip type and name, die IDs, position).  ``NpuSmiDetails.board``
   merges them.
 
 A query that times out stops the ones after it (they are reported as not asked): a hung driver
@@ -30,6 +33,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
+from npuwatch.chip_source import ChipDetails, DetailSection
 from npuwatch.model import ChipError
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure
 from npuwatch.probes.npu_smi.kv import KeyValueBlock, KeyValueReport, parse_key_values
@@ -70,9 +74,14 @@ class DetailQuery(Generic[R]):
         """The command line, for display: ``npu-smi info -t board -i 0 -c 0``."""
         return " ".join(("npu-smi", *self.args))
 
+    def to_section(self) -> DetailSection:
+        """This query as the seam's plain section (what the detail screen shows)."""
+        failure = None if self.failure is None else self.failure.to_source_failure()
+        return DetailSection(self.command, self.fields, failure, self.duration_s)
+
 
 @dataclass(frozen=True)
-class ChipDetails:
+class NpuSmiDetails:
     """Everything npu-smi's per-chip queries report about one chip, fetched at ``taken_at``."""
 
     npu_id: int
@@ -93,6 +102,11 @@ class ChipDetails:
     def duration_s(self) -> float:
         """How long all the queries took together."""
         return sum(query.duration_s or 0.0 for query in self.queries)
+
+    def to_chip_details(self) -> ChipDetails:
+        """These reports as the seam's plain ``ChipDetails``: one key/value section per query."""
+        sections = tuple(query.to_section() for query in self.queries)
+        return ChipDetails(self.npu_id, self.chip_id, self.taken_at, sections)
 
     @property
     def board(self) -> Optional[BoardInfo]:
@@ -134,10 +148,10 @@ class ChipDetails:
         return None if found is None else replace(found, npu_id=self.npu_id, chip_id=self.chip_id)
 
 
-def fetch_chip_details(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> ChipDetails:
+def fetch_chip_details(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> NpuSmiDetails:
     """Run the detail screen's queries for one chip, one after another; never raises for the machine."""
     session = _Session(npu_smi, npu_id, chip_id)
-    return ChipDetails(
+    return NpuSmiDetails(
         npu_id=npu_id,
         chip_id=chip_id,
         taken_at=datetime.now(timezone.utc),
@@ -152,9 +166,16 @@ def fetch_chip_details(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> ChipDetail
 def fetch_chip_errors(npu_smi: NpuSmi, npu_id: int, chip_id: int) -> Tuple[ChipError, ...]:
     """The error codes ``npu-smi info -t health`` gives one chip, with their meanings; ``()`` when
     it gives none or fails.  The detail screen's own query (card-level when ``-c`` is refused)."""
+    return ask_chip_errors(npu_smi, npu_id, chip_id)[0]
+
+
+def ask_chip_errors(
+    npu_smi: NpuSmi, npu_id: int, chip_id: int
+) -> Tuple[Tuple[ChipError, ...], Optional[NpuSmiFailure]]:
+    """``fetch_chip_errors``, and the failure of the query when it failed (a budget stops there)."""
     query = _Session(npu_smi, npu_id, chip_id).ask("health", parse_health, chip_level=True)
     found = None if query.report is None else _pick(query.report.chips, chip_id)
-    return () if found is None else chip_errors(found)
+    return (() if found is None else chip_errors(found)), query.failure
 
 
 def chip_errors(health: ChipHealth) -> Tuple[ChipError, ...]:

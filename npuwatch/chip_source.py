@@ -1,0 +1,114 @@
+"""Provides the chip-source seam: what any chip backend (npu-smi, later DCMI, a saved capture) hands on.
+
+A ``ChipSource`` reads every chip once per ``read()`` and answers a ``SourceReading``: either a
+``ChipReading`` (versions, chips, processes, warnings) or a ``SourceFailure`` (kind, message,
+hint, the metric status it gives every blocked metric).  Nothing here names a backend: the
+sampler, ``npuwatch check``, the doctor and the detail screen read chips through this seam,
+and the snapshot names the source by its ``probe_name`` (``Snapshot.chip_source_report``).
+
+Sources declare what they provide, the way harlequin's adapters declare capabilities
+(``provides_details``, ``provides_processes``, ``provides_logic_ids``): a consumer asks the
+declaration, never the backend's name.  On-demand details (``chip_details``) come back as
+plain key/value sections a view can show without knowing which tool printed them.
+
+This module is in the model layer: it imports only ``npuwatch.model`` and the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Optional, Protocol, Tuple
+
+from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Versions
+
+Fields = Tuple[Tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ChipReading:
+    """What one good read of a chip source says, whichever backend read it."""
+
+    #: What the source itself reports (npu-smi's header: its own version and the driver's);
+    #: the sampler merges it with the install files' versions.
+    versions: Versions = field(default_factory=Versions)
+    chips: Tuple[ChipSample, ...] = ()
+    processes: Tuple[NpuProcess, ...] = ()
+    #: True when the source read a process table (so "no process on this chip" is known, not assumed).
+    process_table: bool = False
+    warnings: Tuple[str, ...] = ()  # what the source could not read cleanly (a damaged row)
+
+
+@dataclass(frozen=True)
+class SourceFailure:
+    """Why a chip source gave no reading: what happened, what to do, and what it does to metrics."""
+
+    kind: str  # a stable word, the backend's own: ``timeout``, ``permission``, ``not-found``, ``dcmi`` …
+    message: str
+    hint: str
+    metric_status: MetricStatus = MetricStatus.ERROR  # the status every metric it blocks gets
+    exit_code: Optional[int] = None  # the tool's exit code, when a tool ran
+    error_code: Optional[int] = None  # the driver's error code (DCMI ``-8005``), when one was given
+    output: str = ""  # what the tool printed, for the doctor, --verbose and bug reports
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class SourceReading:
+    """One read of a source: the reading, or the failure that prevented it, and how long it took."""
+
+    reading: Optional[ChipReading]
+    failure: Optional[SourceFailure]
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class DetailSection:
+    """One on-demand query about one chip: what was asked, every key and value it gave, or why not."""
+
+    command: str  # what was asked, for display: ``npu-smi info -t board -i 0 -c 0``
+    fields: Fields = ()  # as the source printed them, in its order
+    failure: Optional[SourceFailure] = None
+    duration_s: Optional[float] = None  # None when it was not asked
+
+
+@dataclass(frozen=True)
+class ChipDetails:
+    """Everything a source's on-demand queries say about one chip, fetched at ``taken_at``."""
+
+    npu_id: int
+    chip_id: int
+    taken_at: datetime
+    sections: Tuple[DetailSection, ...] = ()
+
+    @property
+    def duration_s(self) -> float:
+        """How long all the queries took together."""
+        return sum(section.duration_s or 0.0 for section in self.sections)
+
+
+class ChipSource(Protocol):
+    """Anything that reads every chip once per ``read()``: npu-smi, a saved capture, DCMI.
+
+    ``probe_name`` names the source's ProbeReport in every Snapshot (``npu-smi``; ``dcmi``);
+    ``label`` is the Snapshot's ``source`` (``npu-smi``, ``demo:<scenario>``, ``replay:<file>``).
+    """
+
+    probe_name: str
+    label: str
+    #: ``chip_details`` answers (else it returns ``None``).
+    provides_details: bool
+    #: Readings carry the processes on the chips (``ChipReading.process_table``).
+    provides_processes: bool
+    #: Chips carry their logic IDs (``ChipIdentity.logic_id``), the runtime's device numbers.
+    provides_logic_ids: bool
+
+    def read(self) -> SourceReading:
+        """Read the chips once; never raises for an environment problem."""
+        ...
+
+    def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
+        """One chip's on-demand details; ``None`` when the source provides none (``provides_details``)."""
+        ...
