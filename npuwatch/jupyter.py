@@ -18,10 +18,13 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, scenario_listing, shared_options
 from npuwatch.option_values import minutes
 from npuwatch.widgets.notebook.layout import LAYOUTS
 
@@ -48,7 +51,7 @@ _VALUED = frozenset(
 )
 
 
-class MagicUsageError(Exception):
+class MagicUsageError(UsageError):
     """A bad ``%npuwatch`` line: shown as one line, never a traceback."""
 
 
@@ -68,8 +71,6 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one form: the CLI's shared options plus the form's own."""
-    from npuwatch.cli import shared_options  # the one definition of the shared option set
-
     parser = _Parser(
         prog=f"%npuwatch {command}".strip(),
         parents=[shared_options()],
@@ -128,8 +129,12 @@ def run_line(line: str) -> Any:
         _say(f"%npuwatch: {exc}  usage: {USAGE}")
     except ImportError as exc:
         _say(f"%npuwatch: {exc}")
-    except ValueError as exc:  # NotebookUsageError and the core's *UsageError: a bad combination
+    except UsageError as exc:  # a bad value or combination, from the options, a command or the API
         _say(f"%npuwatch: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+    except Exception as exc:  # a bug: one line naming the traceback's file, never a traceback here
+        from npuwatch.crash import crash_line
+
+        _say(crash_line(exc, "%npuwatch"))
     return None
 
 
@@ -147,40 +152,24 @@ def _run(line: str) -> Any:
     command, words = split_command(words)
     args = build_parser(command).parse_args(words)
     if getattr(args, "demo", None) in ("list", "help"):
-        from npuwatch.probes.simulator import list_scenarios
-
-        print("Scenarios for --demo:")
-        for name, about in list_scenarios():
-            print(f"  {name:<24} {about}")
+        print(scenario_listing(), end="")
         return None
-    source: Dict[str, Any] = {
-        "demo": getattr(args, "demo", None),
-        "root": getattr(args, "root", None),
-        "npu_smi": getattr(args, "npu_smi", None),
-        "timeout_s": getattr(args, "timeout", None),
-    }
     if command == "stop":
         count = notebook.stop_all()
         print(f"npuwatch: stopped {count} live view{'s' if count != 1 else ''}")
         return None
     if command == "doctor":
-        return _doctor(args, source)
+        return _doctor(args)
     if command == "selftest":
-        return _selftest(args, source)
-    source.update(replay=getattr(args, "replay", None), devices=getattr(args, "devices", None))
+        return _selftest(args)
+    options = FeedOptions.from_args(args)
     if command == "snapshot":
-        return notebook.snapshot(**source)
+        return notebook.snapshot_for(options)
     history = args.history if args.history is not None else notebook.DEFAULT_HISTORY_MIN
-    return notebook.show(
-        **source,
-        interval_s=getattr(args, "interval", None),
-        speed=getattr(args, "speed", None),
-        history_min=history,
-        layout=args.layout,
-    )
+    return notebook.show_for(options, history_min=history, layout=args.layout)
 
 
-def _doctor(args: argparse.Namespace, source: Dict[str, Any]) -> Any:
+def _doctor(args: argparse.Namespace) -> Any:
     from npuwatch import notebook
 
     _refuse(args, "doctor", "replay")
@@ -191,7 +180,8 @@ def _doctor(args: argparse.Namespace, source: Dict[str, Any]) -> Any:
         print(render_check_list(all_checks()), end="")
         return None
     verbose = bool(getattr(args, "verbose", False))
-    result = notebook.doctor(**source, only=args.only, skip=args.skip, verbose=verbose)
+    options = FeedOptions.from_args(args)
+    result = notebook.doctor_for(options, only=args.only, skip=args.skip, verbose=verbose)
     if args.json:
         from npuwatch.doctor.report_json import to_dict
 
@@ -200,17 +190,14 @@ def _doctor(args: argparse.Namespace, source: Dict[str, Any]) -> Any:
     return result
 
 
-def _selftest(args: argparse.Namespace, source: Dict[str, Any]) -> Any:
+def _selftest(args: argparse.Namespace) -> Any:
     from npuwatch import notebook
 
     _refuse(args, "selftest", "replay", "devices")
-    result = notebook.selftest(
-        device=args.selftest_device,
-        level=args.level,
-        backend=args.backend,
-        timeout_s=args.timeout_per_device or source["timeout_s"],
-        demo=source["demo"],
-        root=source["root"],
+    options = FeedOptions.from_args(args)
+    per_device = replace(options, timeout_s=args.timeout_per_device or options.timeout_s)
+    result = notebook.selftest_for(
+        per_device, device=args.selftest_device, level=args.level, backend=args.backend
     )
     if args.json:
         from npuwatch.selftest.report_json import to_dict

@@ -3,19 +3,19 @@
 Every function takes the shared data-source options of the command line (DESIGN §2.1) as
 keywords — ``demo`` (a scenario name, or True for the default one), ``replay``, ``root``,
 ``npu_smi``, ``devices``, ``interval_s``, ``timeout_s`` — and raises ``NotebookUsageError`` (a
-``ValueError``) for a bad combination.  ipywidgets is needed only by ``show()``.
+``ValueError``: ``npuwatch.errors.UsageError``) for a bad value or combination.  The keywords
+become one ``npuwatch.feeds.FeedOptions``, checked by the same rules as the command line; the
+``%npuwatch`` magic builds that record from its parsed line and calls the ``*_for`` functions.
+ipywidgets is needed only by ``show()``.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import weakref
-from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
 
-from npuwatch.option_values import MAX_SECONDS
+from npuwatch.errors import UsageError
+from npuwatch.feeds import FeedOptions, open_machine, parse_devices
 
 if TYPE_CHECKING:
     from npuwatch.widgets.notebook.hub import SamplerHub
@@ -29,47 +29,14 @@ __all__ = ["NotebookUsageError", "doctor", "selftest", "show", "snapshot", "stop
 FIRST_SAMPLE_WAIT_S = 1.0
 DEFAULT_HISTORY_MIN = 15.0
 
+#: The notebook API's name for the one usage error: what a bad keyword or combination raises.
+NotebookUsageError = UsageError
+
 Devices = Union[str, Iterable[int], None]
 _VIEWS: weakref.WeakSet[LiveView] = weakref.WeakSet()
 
 
-class NotebookUsageError(ValueError):
-    """Options that contradict each other or name nothing (the magic prints it as one line)."""
-
-
-def _devices(devices: Devices) -> Optional[List[int]]:
-    if devices is None:
-        return None
-    if isinstance(devices, str):
-        try:
-            ids = [int(part) for part in devices.split(",") if part.strip()]
-        except ValueError:
-            raise NotebookUsageError(f"devices: expected NPU IDs like 0,1,3, got {devices!r}") from None
-    else:
-        ids = [int(device) for device in devices]
-    if not ids or any(i < 0 for i in ids):
-        raise NotebookUsageError(f"devices: expected NPU IDs like 0,1,3, got {devices!r}")
-    return ids
-
-
-def _demo(demo: Union[str, bool, None]) -> Optional[str]:
-    if demo is None or demo is False:
-        return None
-    if demo is True:
-        from npuwatch.probes.simulator import DEFAULT_SCENARIO
-
-        return DEFAULT_SCENARIO
-    return str(demo)
-
-
-def _positive(name: str, value: Optional[float], maximum: float = MAX_SECONDS) -> Optional[float]:
-    """The same bounds as the command line's options: above 0, finite, at most ``maximum``."""
-    if value is not None and not 0 < value <= maximum:
-        raise NotebookUsageError(f"{name} must be more than 0 and at most {maximum:g}, got {value!r}")
-    return value
-
-
-def feed_options(
+def source_options(
     *,
     demo: Union[str, bool, None] = None,
     replay: Optional[str] = None,
@@ -79,36 +46,22 @@ def feed_options(
     interval_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
     speed: Optional[float] = None,
-) -> Dict[str, Any]:
-    """``build_sampler`` keywords from the shared options, checked as the CLI checks them.
+) -> FeedOptions:
+    """The API's keywords as validated FeedOptions (``demo=True`` is the default scenario)."""
+    if demo is True:
+        from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
-    ``interval_s`` is resolved (``NPUWATCH_INTERVAL``, else 1 s) so equal views share a sampler.
-    """
-    from npuwatch.option_values import env_seconds
-    from npuwatch.probes.simulator import list_scenarios
-    from npuwatch.sampler_options import SamplerUsageError, sampler_options
-
-    scenario = _demo(demo)
-    if scenario is not None and scenario not in {name for name, _ in list_scenarios()}:
-        names = ", ".join(name for name, _ in list_scenarios())
-        raise NotebookUsageError(f"unknown demo scenario {scenario!r}; choose one of: {names}")
-    namespace = argparse.Namespace(
-        demo=scenario,
+        demo = DEFAULT_SCENARIO
+    return FeedOptions(
+        demo=None if demo is None or demo is False else str(demo),
         replay=None if replay is None else str(replay),
         root=None if root is None else str(root),
-        npu_smi=npu_smi,
-        devices=_devices(devices),
-        interval=_positive("interval_s", interval_s),
-        timeout=_positive("timeout_s", timeout_s),
-        speed=_positive("speed", speed, maximum=sys.float_info.max),
-    )
-    try:
-        options = sampler_options(namespace)
-        if options["interval_s"] is None:
-            options["interval_s"] = env_seconds(os.environ, "NPUWATCH_INTERVAL", 1.0)
-    except (SamplerUsageError, ValueError) as exc:
-        raise NotebookUsageError(str(exc).splitlines()[0]) from None
-    return options
+        npu_smi=None if npu_smi is None else str(npu_smi),
+        devices=parse_devices(devices),
+        interval_s=interval_s,
+        timeout_s=timeout_s,
+        speed=speed,
+    ).validate()
 
 
 def show(
@@ -135,19 +88,7 @@ def show(
     chip), ``table`` (a row per chip) or ``auto`` (the table above 8 chips); a toggle in the
     view switches between them.
     """
-    from npuwatch.live_text import demo_fallback
-    from npuwatch.probes.torch_memory import own_memory
-    from npuwatch.widgets.notebook.live_view import LiveView, import_ipywidgets
-    from npuwatch.widgets.notebook.layout import resolve_layout
-
-    import_ipywidgets()  # the clear "pip install 'npuwatch[jupyter]'" error before any work
-    if not history_min > 0:
-        raise NotebookUsageError(f"history must be more than 0 minutes, got {history_min!r}")
-    try:
-        resolve_layout(layout, 0)
-    except ValueError as exc:
-        raise NotebookUsageError(str(exc)) from None
-    options = feed_options(
+    options = source_options(
         demo=demo,
         replay=replay,
         root=root,
@@ -157,10 +98,38 @@ def show(
         timeout_s=timeout_s,
         speed=speed,
     )
-    options, banner = demo_fallback(options)
+    return show_for(options, history_min=history_min, layout=layout, wait_s=wait_s, hub=hub)
+
+
+def show_for(
+    options: FeedOptions,
+    *,
+    history_min: float = DEFAULT_HISTORY_MIN,
+    layout: str = "auto",
+    wait_s: float = FIRST_SAMPLE_WAIT_S,
+    hub: Optional[SamplerHub] = None,
+) -> LiveView:
+    """``show()`` for options already gathered (the magic's)."""
+    from dataclasses import replace
+
+    from npuwatch.feeds import demo_fallback
+    from npuwatch.probes.torch_memory import own_memory
+    from npuwatch.widgets.notebook.layout import resolve_layout
+    from npuwatch.widgets.notebook.live_view import LiveView, import_ipywidgets
+
+    import_ipywidgets()  # the clear "pip install 'npuwatch[jupyter]'" error before any work
+    if not history_min > 0:
+        raise NotebookUsageError(f"history must be more than 0 minutes, got {history_min!r}")
+    try:
+        resolve_layout(layout, 0)
+    except ValueError as exc:
+        raise NotebookUsageError(str(exc)) from None
+    # The interval resolved now (NPUWATCH_INTERVAL, else 1 s), so equal views share a sampler.
+    options, banner = demo_fallback(replace(options, interval_s=options.interval()))
+    interval_s = options.interval()
     view = LiveView(
         options,
-        interval_s=options["interval_s"],
+        interval_s=interval_s,
         history_min=history_min,
         banner=banner,
         hub=hub,
@@ -194,14 +163,19 @@ def snapshot(
 
     It waits for npu-smi as ``npuwatch snapshot`` does, at most ``timeout_s`` (default 5 s).
     """
-    from npuwatch.availability import no_data_reason
-    from npuwatch.widgets.notebook.reports import SnapshotResult
-    from npuwatch.wiring import build_sampler
-
-    options = feed_options(
+    options = source_options(
         demo=demo, replay=replay, root=root, npu_smi=npu_smi, devices=devices, timeout_s=timeout_s
     )
-    with build_sampler(**options) as sampler:
+    return snapshot_for(options)
+
+
+def snapshot_for(options: FeedOptions) -> SnapshotResult:
+    """``snapshot()`` for options already gathered (the magic's)."""
+    from npuwatch.availability import no_data_reason
+    from npuwatch.feeds import open_feed
+    from npuwatch.widgets.notebook.reports import SnapshotResult
+
+    with open_feed(options) as sampler:
         taken = sampler.sample()
     return SnapshotResult(taken, no_data_reason(taken))
 
@@ -217,26 +191,20 @@ def doctor(
     verbose: bool = False,
 ) -> DoctorResult:
     """The environment diagnosis as an HTML report with statuses and fixes (``.report``)."""
-    from npuwatch.doctor.command import DoctorUsageError, doctor_title, open_machine
-    from npuwatch.doctor.engine import run_doctor
-    from npuwatch.doctor.registry import all_checks, select
+    options = source_options(demo=demo, root=root, npu_smi=npu_smi, timeout_s=timeout_s)
+    return doctor_for(options, only=only, skip=skip, verbose=verbose)
+
+
+def doctor_for(
+    options: FeedOptions, *, only: Sequence[str] = (), skip: Sequence[str] = (), verbose: bool = False
+) -> DoctorResult:
+    """``doctor()`` for options already gathered (the magic's)."""
+    from npuwatch.doctor.command import choose_checks, diagnose, doctor_title
     from npuwatch.widgets.notebook.reports import DoctorResult
 
-    feed_options(demo=demo, root=root, npu_smi=npu_smi, timeout_s=timeout_s)  # same checks as the CLI
-    if root is not None and not os.path.isdir(root):
-        raise NotebookUsageError(f"root {root}: no such directory")
-    try:
-        chosen = select(all_checks(), tuple(only), tuple(skip))
-    except ValueError as exc:
-        raise NotebookUsageError(str(exc)) from None
-    args = argparse.Namespace(demo=_demo(demo), root=root, npu_smi=npu_smi, timeout=timeout_s)
-    with ExitStack() as stack:
-        try:
-            # The CLI's own wiring: a demo's tree, --root, or this machine (DESIGN §3).
-            machine, about = open_machine(args, stack, verbose)
-        except DoctorUsageError as exc:
-            raise NotebookUsageError(str(exc)) from None
-        report = run_doctor(machine, chosen)
+    chosen = choose_checks(only, skip)
+    with open_machine(options) as handle:  # the CLI's wiring: a demo's tree, --root or this machine
+        report, about = diagnose(handle, options, chosen, verbose=verbose)
     return DoctorResult(report, doctor_title(about), about)
 
 
@@ -251,36 +219,39 @@ def selftest(
     progress: bool = True,
 ) -> SelftestResult:
     """The runtime self-test (child processes with hard timeouts), progress shown while it runs."""
-    from npuwatch.selftest.orchestrate import SelftestUsageError, run_selftest
+    options = source_options(demo=demo, root=root, timeout_s=timeout_s)
+    return selftest_for(options, device=device, level=level, backend=backend, progress=progress)
+
+
+def selftest_for(
+    options: FeedOptions,
+    *,
+    device: Union[str, int, Sequence[int]] = "all",
+    level: str = "quick",
+    backend: str = "auto",
+    progress: bool = True,
+) -> SelftestResult:
+    """``selftest()`` for options already gathered (the magic's); ``options.timeout_s`` is per device."""
+    from npuwatch.selftest.command import demo_report
+    from npuwatch.selftest.orchestrate import run_selftest
     from npuwatch.widgets.notebook.reports import SelftestResult
 
-    scenario = _demo(demo)
-    feed_options(demo=scenario, root=root, timeout_s=timeout_s)
-    if scenario is not None:
-        from npuwatch.selftest.command import demo_report
-
-        args = argparse.Namespace(demo=scenario, level=level, backend=backend, timeout_per_device=timeout_s)
-        return SelftestResult(demo_report(args))
-    from npuwatch.probes.sysroot import Sysroot
-
-    where = root or os.environ.get("NPUWATCH_ROOT") or "/"
-    if not os.path.isdir(where):
-        raise NotebookUsageError(f"root {where}: no such directory")
-    shown = _Progress() if progress else None
-    try:
-        report = run_selftest(
-            devices=device,
-            level=level,
-            backend=backend,
-            timeout_s=timeout_s,
-            sysroot=Sysroot(where),
-            on_progress=shown.event if shown else None,
-        )
-    except SelftestUsageError as exc:
-        raise NotebookUsageError(str(exc)) from None
-    finally:
-        if shown is not None:
-            shown.close()
+    if options.demo is not None:
+        return SelftestResult(demo_report(options.demo, level, backend, options.timeout_s))
+    with open_machine(options) as machine:
+        shown = _Progress() if progress else None
+        try:
+            report = run_selftest(
+                devices=device,
+                level=level,
+                backend=backend,
+                timeout_s=options.timeout_s,
+                sysroot=machine.sysroot,
+                on_progress=shown.event if shown else None,
+            )
+        finally:
+            if shown is not None:
+                shown.close()
     return SelftestResult(report)
 
 

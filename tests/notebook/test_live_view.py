@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from npuwatch.feeds import FeedOptions
 from npuwatch.model import Health
 from npuwatch.widgets.notebook.live_view import SAMPLING, LiveView
 from npuwatch.widgets.view_model import sample_time
@@ -19,11 +20,11 @@ def _needs_ipywidgets(needs_ipywidgets):
     """Every test here builds widgets."""
 
 
-OPTIONS = {"replay": "fake.txt", "interval_s": 0.02}
+OPTIONS = FeedOptions(replay="fake.txt", interval_s=0.02)
 
 
 def _live(hub, options=OPTIONS, **kwargs) -> LiveView:
-    return LiveView(options, interval_s=options["interval_s"], history_min=1, hub=hub, **kwargs)
+    return LiveView(options, interval_s=options.interval_s, history_min=1, hub=hub, **kwargs)
 
 
 def test_view_renders_a_snapshot_into_widget_state(hub_factory, snap_910b):
@@ -147,7 +148,7 @@ def test_two_views_with_the_same_options_share_one_sampler(hub_factory, snap_910
     hub, maker = hub_factory([snap_910b])
     first = _live(hub)
     second = _live(hub)
-    other = _live(hub, {"replay": "other.txt", "interval_s": 0.02})
+    other = _live(hub, FeedOptions(replay="other.txt", interval_s=0.02))
     try:
         wait_for(lambda: first.updates and second.updates and other.updates, "every view to update")
         assert first.thread is second.thread
@@ -201,7 +202,7 @@ def test_mimebundle_has_the_widget_and_text_fallbacks_with_the_same_numbers(hub_
 def test_a_feed_that_cannot_start_is_reported_in_the_view(hub_factory, snap_910b):
     from npuwatch.widgets.notebook.hub import SamplerHub
 
-    def broken(**options):
+    def broken(options):
         raise ValueError("npu-smi is not installed")
 
     hub = SamplerHub(factory=broken)
@@ -223,8 +224,8 @@ def test_show_validates_options_and_waits_briefly_for_the_first_snapshot(hub_fac
     view = notebook.show(replay=str(capture), interval_s=0.05, history_min=2, hub=hub, wait_s=30)
     try:
         assert view.updates >= 1  # the first snapshot arrived before show() returned
-        assert maker.options[0]["replay"] == str(capture)
-        assert maker.options[0]["interval_s"] == 0.05
+        assert maker.options[0].replay == str(capture)
+        assert maker.options[0].interval_s == 0.05
         assert view.points == 2400
     finally:
         view.stop()

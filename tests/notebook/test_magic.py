@@ -226,3 +226,17 @@ def test_the_magic_module_imports_no_textual():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def test_a_bug_in_a_form_is_one_crash_line_not_a_usage_message(ip, capsys, monkeypatch):
+    from npuwatch import notebook
+
+    def broken(options):
+        raise ValueError("a bug, not a bad option")
+
+    monkeypatch.setattr(notebook, "snapshot_for", broken)
+    assert ip.run_line_magic("npuwatch", "snapshot --demo") is None
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert "internal error in %npuwatch: ValueError: a bug, not a bad option" in captured.err
+    assert "traceback in" in captured.err

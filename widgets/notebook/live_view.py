@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, Deque, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Deque, Dict, Optional, Tuple
 
 from npuwatch.alerts import Alert, AlertTracker
 from npuwatch.availability import no_data_reason
@@ -24,11 +24,12 @@ from npuwatch.crash import crash_line
 from npuwatch.history import History
 from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
-from npuwatch.widgets.notebook.own_memory import OwnMemoryReader, own_memory_text
 from npuwatch.widgets.notebook.layout import resolve_layout
+from npuwatch.widgets.notebook.own_memory import OwnMemoryReader, own_memory_text
 from npuwatch.widgets.view_model import ViewModel, build_view
 
 if TYPE_CHECKING:
+    from npuwatch.feeds import FeedOptions
     from npuwatch.model import Snapshot
 
 JUPYTER_EXTRA_HINT = "pip install 'npuwatch[jupyter]'"
@@ -54,7 +55,7 @@ class LiveView:
 
     def __init__(
         self,
-        options: Mapping[str, Any],
+        options: FeedOptions,
         *,
         interval_s: float,
         history_min: float = 15.0,
@@ -66,7 +67,7 @@ class LiveView:
         widgets = import_ipywidgets()
         resolve_layout(layout, 0)  # a ValueError naming the choices, before any widget exists
         self.layout_choice = layout  # auto | cards | table; a click on the toggle makes it explicit
-        self.options = dict(options)
+        self.options = options
         self.interval_s = interval_s
         self.history_min = history_min
         self.points = max(2, int(history_min * 60.0 / interval_s + 0.5))
@@ -289,7 +290,7 @@ class LiveView:
     def _source_label(self) -> str:
         if self.view is not None:
             return self.view.source
-        demo, replay = self.options.get("demo"), self.options.get("replay")
+        demo, replay = self.options.demo, self.options.replay
         if demo:
             return f"demo:{demo}"
         if replay:
