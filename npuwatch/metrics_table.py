@@ -52,6 +52,10 @@ class ChipMetric:
     column: Optional[str] = None  # the text view's column header of that cell: Util, Memory
     exporter_name: Optional[str] = None  # npu-exporter's name (None: not exported)
     exporter_help: str = ""
+    #: The range a real chip can report (None: no bound that side); a value outside it is set
+    #: aside as implausible (``npuwatch.plausible``).
+    lowest: Optional[float] = 0.0
+    highest: Optional[float] = None
 
 
 #: The per-chip metrics, in the order the JSON schema lists them.  Every one is a number or
@@ -69,6 +73,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         column="Power",
         exporter_name="npu_chip_info_power",
         exporter_help="the npu power, unit is 'W'",
+        highest=2000.0,
     ),
     ChipMetric(
         "temperature_c",
@@ -83,6 +88,8 @@ METRICS: Tuple[ChipMetric, ...] = (
         column="Temp",
         exporter_name="npu_chip_info_temperature",
         exporter_help="the npu temperature, unit is 'C'",
+        lowest=-60.0,
+        highest=150.0,
     ),
     ChipMetric(
         "aicore_percent",
@@ -97,6 +104,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         column="Util",
         exporter_name="npu_chip_info_utilization",
         exporter_help="the ai core utilization, unit is '%'",
+        highest=100.0,
     ),
     ChipMetric(
         "npu_util_percent",
@@ -113,6 +121,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         exporter_help=(
             "the overall utilization of npu (NPU Util, which the 950 prints instead of AI Core), unit is '%'"
         ),
+        highest=100.0,
     ),
     ChipMetric(
         "hbm_used_mib",

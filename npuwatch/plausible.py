@@ -11,27 +11,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from npuwatch.metrics_table import METRICS
 from npuwatch.model import ChipSample, MetricNote, MetricStatus
 
-#: metric → (lowest, highest, unit) a real chip can report; ``None``: no bound that side.
+#: metric → (lowest, highest, unit) a real chip can report (the metric table's); ``None``: no bound.
 _RANGES: Dict[str, Tuple[Optional[float], Optional[float], str]] = {
-    "temperature_c": (-60.0, 150.0, "°C"),
-    "power_w": (0.0, 2000.0, "W"),
-    "aicore_percent": (0.0, 100.0, "%"),
-    "npu_util_percent": (0.0, 100.0, "%"),
-    "hbm_used_mib": (0.0, None, "MiB"),
-    "hbm_total_mib": (0.0, None, "MiB"),
-    "memory_used_mib": (0.0, None, "MiB"),
-    "memory_total_mib": (0.0, None, "MiB"),
-    "hugepages_used": (0.0, None, "pages"),
-    "hugepages_total": (0.0, None, "pages"),
+    row.name: (row.lowest, row.highest, row.unit) for row in METRICS
 }
 #: (used, total): used above a known total is impossible; the used value is set aside.
-_PAIRS = (
-    ("hbm_used_mib", "hbm_total_mib"),
-    ("memory_used_mib", "memory_total_mib"),
-    ("hugepages_used", "hugepages_total"),
-)
+_PAIRS = tuple((row.name, row.total) for row in METRICS if row.total is not None and row.total != row.name)
 
 
 def plausible(chip: ChipSample) -> Tuple[ChipSample, Tuple[str, ...]]:

@@ -81,7 +81,8 @@ def test_alarm_chip_styles_and_raises_the_dashboard_alert(hub_factory):
         wait_for(lambda: view.updates >= 1, "an update")
         assert view.state()["alerts"] == ["NPU 2 Alarm"]
         assert 'class="npuwatch-alert npuwatch-severity-critical"' in view.alerts_html.value
-        assert 'class="npuwatch-chip npuwatch-health-alarm" data-npu="2"' in view.chips.value
+        chip_classes = "npuwatch-chip npuwatch-health-alarm npuwatch-chip-level-critical"  # the judge's level
+        assert f'class="{chip_classes}" data-npu="2"' in view.chips.value
         assert "✖ Alarm" in view.chips.value
     finally:
         view.stop()

@@ -19,7 +19,7 @@ from textual.widgets import Footer, Static
 
 from npuwatch.chip_source import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
-from npuwatch.metrics_table import METRICS, metric
+from npuwatch.metrics_table import CELLS, METRICS, cell_metrics, metric
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
@@ -29,21 +29,11 @@ from npuwatch.widgets.view_model import graph_top
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
 
-#: The metrics the rows above give a row of their own; any other metric of the table the chip
-#: reports gets a plain row (title and value in its unit) after them.
+#: The metrics ``metric_rows`` gives a row of their own (the four card cells with their totals, and
+#: huge pages); any other metric of the table the chip reports gets a plain row after them.
 _OWN_ROWS = frozenset(
-    {
-        "aicore_percent",
-        "npu_util_percent",
-        "hbm_used_mib",
-        "hbm_total_mib",
-        "memory_used_mib",
-        "memory_total_mib",
-        "hugepages_used",
-        "hugepages_total",
-        "power_w",
-        "temperature_c",
-    }
+    {name for row in METRICS if row.cell in CELLS[:4] for name in (row.name, row.total) if name}
+    | {"hugepages_used", "hugepages_total"}
 )
 
 
@@ -151,11 +141,11 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
     on a chip that has none) is left out rather than shown as ``n/a`` or ``0/0``.
     """
     rows: List[MetricRow] = []
-    aicore = chip.aicore_percent is not None or not _unsupported(chip, "aicore_percent")
-    if aicore:
-        rows.append(_plain_row(chip, "aicore_percent"))
-    if chip.npu_util_percent is not None or not aicore:
-        rows.append(_plain_row(chip, "npu_util_percent"))
+    for index, util in enumerate(cell_metrics("util")):  # AI Core; NPU Util where the layout has it
+        # The first unless its layout lacks it; a later one when reported or when none was shown.
+        wanted = not _unsupported(chip, util.name) if index == 0 else not rows
+        if getattr(chip, util.name) is not None or wanted:
+            rows.append(_plain_row(chip, util.name))
     kind = memory_kind(chip)
     if kind == "HBM":
         used, total, metrics = chip.hbm_used_mib, chip.hbm_total_mib, ("hbm_used_mib", "hbm_total_mib")
