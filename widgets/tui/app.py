@@ -37,6 +37,7 @@ from npuwatch.widgets.tui.processes import ProcessTable
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
+    from npuwatch.feeds import FeedOptions  # run_dashboard, the command's entry, opens the feed
 
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -576,13 +577,12 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
-def run_dashboard(options: Dict[str, object]) -> int:
-    """Open the dashboard for these sampler options; the demo stands in when the machine has no NPU."""
-    from npuwatch.live_text import demo_fallback
-    from npuwatch.wiring import build_sampler
+def run_dashboard(options: FeedOptions) -> int:
+    """Open the dashboard on the feed ``options`` name; the demo stands in when the machine has no NPU."""
+    from npuwatch.feeds import demo_fallback, open_feed
 
     options, banner = demo_fallback(options)
-    with build_sampler(**options) as sampler:  # type: ignore[arg-type]
+    with open_feed(options) as sampler:
         app = NpuwatchApp(sampler, banner=banner.strip())
         app.run()
     if app.crash is not None:  # the terminal is restored by now: one line, the traceback in a file
