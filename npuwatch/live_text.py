@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import time
+from typing import TYPE_CHECKING
 
 from npuwatch.feeds import FeedOptions, demo_fallback, open_feed
+from npuwatch.poller import Poller
 from npuwatch.widgets.text import render_snapshot
+
+if TYPE_CHECKING:
+    from npuwatch.feed import SnapshotFeed
 
 _CLEAR = "\x1b[H\x1b[2J"
 
@@ -15,13 +20,14 @@ def run_live(options: FeedOptions) -> int:
     """Refresh the snapshot text every interval until Ctrl-C; falls back to the demo without NPUs."""
     options, banner = demo_fallback(options)
     header = f"{banner}\n\n" if banner else ""
-    with open_feed(options) as sampler:
-        try:
-            while True:
-                started = time.monotonic()
-                text = render_snapshot(sampler.sample())
-                sys.stdout.write((_CLEAR if sys.stdout.isatty() else "") + header + text)
-                sys.stdout.flush()
-                time.sleep(max(0.0, sampler.interval_s - (time.monotonic() - started)))
-        except KeyboardInterrupt:
-            return 0
+    # Ctrl-C is how this view ends: the feed then closes (a demo's machine is removed).
+    with open_feed(options) as sampler, contextlib.suppress(KeyboardInterrupt):
+        Poller(lambda: _show(sampler, header), lambda: sampler.interval_s).run()
+    return 0
+
+
+def _show(sampler: SnapshotFeed, header: str) -> None:
+    """One refresh: the latest snapshot's text, over the previous one on a terminal."""
+    text = render_snapshot(sampler.sample())
+    sys.stdout.write((_CLEAR if sys.stdout.isatty() else "") + header + text)
+    sys.stdout.flush()

@@ -9,11 +9,12 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from npuwatch.errors import UsageError
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
+from npuwatch.poller import ENDED, Poller
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
 
 if TYPE_CHECKING:
@@ -133,19 +134,21 @@ def _record(
     stop: _Stop,
 ) -> str:
     """Sample and write until a limit or a stop signal; returns what stopped it."""
-    started = time.monotonic()
-    while True:
-        if stop.event.is_set():
-            return f"stopped by {stop.signal_name}"
-        tick = time.monotonic()
-        if duration_s is not None and tick - started >= duration_s:
-            return f"duration {duration_s:g} s reached"
+    full: List[str] = []  # why the size limit stopped it, once it has
+
+    def tick() -> None:
         data = writer.encode(source.sample())
         if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
-            return f"--max-size {limit_bytes / MIB:.4g} MB reached"
+            full.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
+            poller.stop()
+            return
         writer.write_encoded(data)
-        wait_s = source.interval_s - (time.monotonic() - tick)
-        if duration_s is not None:
-            wait_s = min(wait_s, duration_s - (time.monotonic() - started))
-        if wait_s > 0:
-            stop.event.wait(wait_s)
+
+    ends_at = None if duration_s is None else time.monotonic() + duration_s
+    poller = Poller(tick, lambda: source.interval_s, ends_at=ends_at, stop_event=stop.event)
+    ended = poller.run()
+    if full:
+        return full[0]
+    if ended == ENDED:
+        return f"duration {duration_s:g} s reached"
+    return f"stopped by {stop.signal_name}"

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Callable, Collection, Dict, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Collection, Dict, Optional, Tuple
 from urllib.parse import urlsplit
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -28,6 +28,7 @@ from npuwatch import __version__, snapshot_json
 from npuwatch.exporter.healthz import HealthzAnswer, judge_healthz, stale_after_s
 from npuwatch.exporter.metrics import ExporterView, render, render_age
 from npuwatch.model import MetricStatus
+from npuwatch.poller import FailureLog, Poller
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -84,8 +85,16 @@ class Exporter:
         self._probe_errors: Dict[str, int] = {}
         self._json_lock = threading.Lock()
         self._json: Optional[Tuple[_Published, bytes]] = None
-        self._logged: Set[str] = set()
+        self._failures = FailureLog("npuwatch serve")
         self._stop = threading.Event()
+        self._poller = Poller(
+            self.sample_now,
+            lambda: self.feed.interval_s,
+            name="npuwatch-serve-sampler",
+            stop_event=self._stop,
+            failures=self._failures,
+            clock=clock,
+        )
         self._threads: Tuple[threading.Thread, ...] = ()
         self._server = _bind(host, port)
         self._server.exporter = self
@@ -115,13 +124,11 @@ class Exporter:
     def start(self) -> None:
         """Start sampling and serving, each in its own daemon thread."""
         _load_thread_exit_library()
-        sampler = threading.Thread(target=self._sample_loop, name="npuwatch-serve-sampler", daemon=True)
         server = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="npuwatch-serve-http"
         )
         server.daemon = True
-        self._threads = (sampler, server)
-        sampler.start()
+        self._threads = (self._poller.start(), server)
         server.start()
 
     def stop(self, join_s: float = 10.0) -> None:
@@ -167,22 +174,16 @@ class Exporter:
     def _age_s(self, published: _Published) -> Optional[float]:
         return None if published.started_at is None else max(0.0, self._clock() - published.started_at)
 
-    # --- the sampling thread --------------------------------------------------------------------
-
-    def _sample_loop(self) -> None:
-        while not self._stop.is_set():
-            started = self._clock()
-            self.sample_now()
-            self._stop.wait(max(0.0, self.feed.interval_s - (self._clock() - started)))
+    # --- the sampling thread (a Poller calling sample_now every interval) -------------------------
 
     def sample_now(self) -> None:
-        """Take one sample and publish it (the sampling thread's tick; tests call it directly)."""
+        """Take one sample and publish it (the poller's tick; tests call it directly)."""
         started = self._clock()
         try:
             snapshot = self.feed.sample()
         except Exception as exc:  # the thread must outlive any failure: report it, keep sampling
             message = f"{type(exc).__name__}: {exc}"
-            self._log_once(message, exc)
+            self._failures.warn(message, exc)
             self._probe_errors["sampler"] = self._probe_errors.get("sampler", 0) + 1
             previous = self._published.view.snapshot
             view = ExporterView(previous, self._clock() - started, message, dict(self._probe_errors))
@@ -199,20 +200,13 @@ class Exporter:
         try:
             body = render(view)
         except Exception as exc:  # a rendering bug: keep serving the previous bytes
-            self._log_once(f"rendering /metrics failed: {exc!r}", exc)
+            self._failures.warn(f"rendering /metrics failed: {exc!r}", exc)
             return
         self._published = _Published(view, body, started_at)
 
-    def _log_once(self, message: str, exc: BaseException) -> None:
-        # An OSError is the machine's state (out of descriptors, a file gone): its message says
-        # it all, a traceback would only alarm; anything else is a bug worth its traceback.
-        self.log_once(message, None if isinstance(exc, OSError) else exc)
-
     def log_once(self, message: str, exc: Optional[BaseException] = None) -> None:
-        """Log ``message`` as a warning the first time it comes."""
-        if message not in self._logged:
-            self._logged.add(message)
-            _log.warning("npuwatch serve: %s", message, exc_info=exc)
+        """Log ``message`` as a warning the first time it comes (a traceback only for a bug)."""
+        self._failures.warn(message, exc)
 
 
 #: accept() errors that mean "no descriptor for the connection now", not a broken socket.

@@ -1,10 +1,11 @@
 """Provides SamplerHub: one background sampler thread per set of options, shared by the views using it.
 
 Several ``%npuwatch`` views with the same options share one feed, so they never run npu-smi twice
-per tick.  Each channel's daemon thread builds the feed, samples every ``interval_s`` and hands
-each Snapshot to its subscribers; the last subscriber leaving stops the thread, which then closes
-the feed (removing a demo's simulated machine).  Nothing here waits for npu-smi on the caller's
-thread: a hung npu-smi holds only the channel's own thread.
+per tick.  Each channel's daemon thread builds the feed, samples every ``interval_s`` (a
+``npuwatch.poller.Poller``) and hands each Snapshot to its subscribers; the last subscriber
+leaving stops the thread, which then closes the feed (removing a demo's simulated machine).
+Nothing here waits for npu-smi on the caller's thread: a hung npu-smi holds only the channel's
+own thread.
 
 An exception from the feed or a view is a bug (npu-smi failures arrive as notes in the
 Snapshot): its traceback goes to a file (``npuwatch.crash``) and the views get one line saying so.
@@ -20,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from npuwatch.crash import crash_line
+from npuwatch.poller import Poller
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -128,21 +130,24 @@ class Channel:
                 _log.warning("npuwatch: closing the notebook's sampler failed: %s", exc)
 
     def _loop(self, feed: SnapshotFeed) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                snapshot: Optional[Snapshot] = feed.sample()
-                self.error, self.crashed = None, False
-            except Exception as exc:  # the sampler turns npu-smi problems into notes: this is a bug
-                snapshot = None
-                self.error, self.crashed = self._crash_line(exc), True
-            if self._stop.is_set():
-                break
-            if snapshot is not None:
-                self.latest = snapshot
-                self.samples += 1
-            self._publish(snapshot)
-            self._stop.wait(max(0.05, feed.interval_s - (time.monotonic() - started)))
+        """Sample every interval on this channel's thread until the channel stops."""
+        Poller(
+            lambda: self._tick(feed), lambda: feed.interval_s, stop_event=self._stop, min_wait_s=0.05
+        ).run()
+
+    def _tick(self, feed: SnapshotFeed) -> None:
+        try:
+            snapshot: Optional[Snapshot] = feed.sample()
+            self.error, self.crashed = None, False
+        except Exception as exc:  # the sampler turns npu-smi problems into notes: this is a bug
+            snapshot = None
+            self.error, self.crashed = self._crash_line(exc), True
+        if self._stop.is_set():
+            return
+        if snapshot is not None:
+            self.latest = snapshot
+            self.samples += 1
+        self._publish(snapshot)
 
     def _crash_line(self, exc: Exception) -> str:
         """The crash line for ``exc``; the same error every tick writes its traceback only once."""
