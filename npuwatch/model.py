@@ -125,6 +125,16 @@ class ChipIdentity:
         return f"NPU {self.npu_id}" if self.chip_id == 0 else f"NPU {self.npu_id} chip {self.chip_id}"
 
 
+#: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
+PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+
+def pcie_speed_label(speed_gt_s: float) -> str:
+    """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
+    generation = PCIE_GENERATIONS.get(speed_gt_s)
+    return f"Gen{generation}" if generation else f"{speed_gt_s:g} GT/s"
+
+
 @dataclass(frozen=True)
 class PcieLink:
     """The PCIe link of one function as Linux PCI sysfs reports it."""

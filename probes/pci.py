@@ -113,16 +113,6 @@ class PciInventory:
         return next((f for f in self.functions if f.bdf.lower() == wanted), None)
 
 
-#: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
-PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
-def pcie_speed_label(speed_gt_s: float) -> str:
-    """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
-    generation = PCIE_GENERATIONS.get(speed_gt_s)
-    return f"Gen{generation}" if generation else f"{speed_gt_s:g} GT/s"
-
-
 def normalize_bdf(bus_id: Optional[str]) -> Optional[str]:
     """``0000:C1:00.0`` or ``C1:00.0`` → ``0000:c1:00.0``; ``NA`` or a redacted ID → None."""
     if bus_id is None:

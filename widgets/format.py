@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from npuwatch.model import Health, PcieLink
-from npuwatch.probes.pci import pcie_speed_label
+from npuwatch.model import Health, PcieLink, pcie_speed_label
 
 NA = "n/a"
 MIB_PER_GIB = 1024

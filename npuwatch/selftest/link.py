@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from npuwatch.probes.pci import PciFunction, pcie_speed_label, scan_pci
+from npuwatch.model import pcie_speed_label
+from npuwatch.probes.pci import PciFunction, scan_pci
 from npuwatch.probes.runtime.protocol import Step, StepStatus
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.selftest.report import DeviceRun, StepResult

@@ -36,6 +36,7 @@ WIDGETS = "npuwatch.widgets"
 PROBE_MAY_IMPORT = (
     "npuwatch.model",  # the records probes fill in
     "npuwatch.chip_source",  # the backend-neutral chip-source contract (model layer) probes implement
+    "npuwatch.chip_details",  # the on-demand details records chip sources answer with (model layer)
 )
 #: Third-party modules a probe may import.
 PROBE_THIRD_PARTY = frozenset(
@@ -109,7 +110,6 @@ CORE_ENTRY_MODULES = frozenset(
 PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {}
 #: "(view module) imports forbidden module" → who removes it.
 PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
-    "(npuwatch.widgets.format) imports npuwatch.probes.pci": "a pure PCIe generation table: to the model",
     "(npuwatch.widgets.tui.app) imports npuwatch.replay": "replay transport via the feed: feeds/perf",
 }
 
