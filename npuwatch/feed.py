@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Optional, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from npuwatch.chip_source import ChipDetails
@@ -39,3 +39,35 @@ class SnapshotFeed(Protocol):
     def __enter__(self) -> SnapshotFeed: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class ReplayControls(Protocol):
+    """What a replayed feed adds for the dashboard's transport keys (``npuwatch.replay.ReplaySampler``).
+
+    A view asks ``isinstance(feed, ReplayControls)`` instead of importing the replay module.
+    """
+
+    @property
+    def duration_s(self) -> float: ...
+
+    @property
+    def position_s(self) -> float: ...
+
+    @property
+    def speed(self) -> float: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    def sample(self) -> Snapshot: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def seek(self, delta_s: float) -> None: ...
+
+    def faster(self) -> None: ...
+
+    def slower(self) -> None: ...

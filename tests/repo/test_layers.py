@@ -110,7 +110,6 @@ CORE_ENTRY_MODULES = frozenset(
 PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {}
 #: "(view module) imports forbidden module" → who removes it.
 PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
-    "(npuwatch.widgets.tui.app) imports npuwatch.replay": "replay transport via the feed: feeds/perf",
 }
 
 

@@ -22,9 +22,9 @@ from textual.widgets import Footer, Input, Static
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.crash import EXIT_INTERNAL, crash_line
+from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
-from npuwatch.replay import ReplaySampler
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
 from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
@@ -463,9 +463,9 @@ class NpuwatchApp(App[None]):
     # --- actions --------------------------------------------------------------------------
 
     @property
-    def replay(self) -> Optional[ReplaySampler]:
+    def replay(self) -> Optional[ReplayControls]:
         """The recording being played, when the dashboard replays one."""
-        return self.sampler if isinstance(self.sampler, ReplaySampler) else None
+        return self.sampler if isinstance(self.sampler, ReplayControls) else None
 
     def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
         # The replay keys exist only while a recording plays: hidden from the footer otherwise.
