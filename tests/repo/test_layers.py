@@ -5,8 +5,12 @@ The graph is read with ``ast`` from the three source folders, under their instal
 ``npuwatch.widgets``).  Every import counts: top-level ones, the lazy ones inside functions and
 those under ``if TYPE_CHECKING:`` — a lazy import is still a dependency, it only runs later
 (import-linter counts top-level imports only, which is why this is a test and not a linter
-contract).  ``import a.b`` and ``from a import b`` name the module ``a.b`` when it exists, else
-the nearest package above it; a parent package's ``__init__`` is not counted as imported.
+contract).  ``import a.b`` names the module ``a.b``; ``from a import b`` names ``a.b`` when that
+is a module, else ``a``.  A parent package's ``__init__`` is not counted as imported.
+
+When a contract fails, move the shared thing down a layer (a record to the model, a fact to the
+doctor's facts, a parser to the probes) rather than adding an exception; an exception names the
+one function that needs it and why.
 """
 
 from __future__ import annotations
@@ -44,8 +48,6 @@ PROBE_THIRD_PARTY = frozenset(
         "psutil",  # host CPU/memory/process facts: the one runtime dependency besides textual
     }
 )
-#: Named exceptions: (probe module, third-party top-level name) → why.
-PROBE_THIRD_PARTY_EXCEPTIONS: Mapping[Tuple[str, str], str] = {}
 
 # --- widgets: the view layer -----------------------------------------------------------------
 #: What a view must not import: views render records they are given; reading the hardware,
@@ -54,21 +56,19 @@ WIDGET_FORBIDDEN = (
     "npuwatch.probes",  # views never read hardware (DESIGN §1)
     "npuwatch.doctor.checks",  # a view shows a doctor report, it never runs a check
     "npuwatch.feeds",  # feed wiring: the composition root is the command's, not the view's
-    "npuwatch.wiring",
-    "npuwatch.sampler_options",
-    "npuwatch.sampler",
-    "npuwatch.replay",
+    "npuwatch.sampler",  # a view reads a feed.SnapshotFeed, whatever implements it
+    "npuwatch.replay",  # a replay's transport is feed.ReplayControls
 )
 #: Named exceptions, harlequin-style: (view module, function holding the import) → (the
 #: forbidden modules it may import, why).  Only a command entry function that opens the feed its
 #: view then only reads belongs here.
 WIDGET_EXCEPTIONS: Mapping[Tuple[str, str], Tuple[Tuple[str, ...], str]] = {
     ("npuwatch.widgets.tui.app", "run_dashboard"): (
-        ("npuwatch.feeds", "npuwatch.wiring"),
+        ("npuwatch.feeds",),
         "the dashboard command's entry point opens the feed the app then only reads",
     ),
     ("npuwatch.widgets.notebook.hub", "_default_factory"): (
-        ("npuwatch.feeds", "npuwatch.wiring"),
+        ("npuwatch.feeds",),
         "the notebook hub's default factory opens the shared feed its live views subscribe to",
     ),
 }
@@ -98,8 +98,6 @@ CORE_ENTRY_MODULES = frozenset(
         "npuwatch.notebook",  # the notebook API: returns notebook views
         "npuwatch.live_text",  # `npuwatch --plain`: the text view's refresh loop
         "npuwatch.doctor.command",  # `npuwatch doctor`: prints the doctor's text report
-        "npuwatch.selftest.command",  # `npuwatch selftest`: prints the self-test's report
-        "npuwatch.exporter.command",  # `npuwatch serve`: prints its start-up lines
     }
 )
 
@@ -109,8 +107,7 @@ CORE_ENTRY_MODULES = frozenset(
 #: on the graph without these edges, so any other cycle still fails.
 PENDING_CYCLE_EDGES: Mapping[Tuple[str, str], str] = {}
 #: "(view module) imports forbidden module" → who removes it.
-PENDING_WIDGET_IMPORTS: Mapping[str, str] = {
-}
+PENDING_WIDGET_IMPORTS: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -390,7 +387,8 @@ def test_every_exception_and_pending_entry_is_still_needed():
     violations = list(widget_violations(IMPORTS))
     gone = [mark for mark in PENDING_WIDGET_IMPORTS if not any(mark in item for item in violations)]
     assert gone == [], "delete these from PENDING_WIDGET_IMPORTS in tests/repo/test_layers.py"
-    assert sorted(CORE_ENTRY_MODULES - set(module_files(REPO))) == []
+    entries = {imp.importer for imp in IMPORTS if within(imp.target, [WIDGETS])}
+    assert sorted(CORE_ENTRY_MODULES - entries) == [], "an entry module that no longer imports views"
 
 
 # --- the checker itself: each rule fires on a deliberately bad import ------------------------
