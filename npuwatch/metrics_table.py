@@ -192,4 +192,9 @@ def metric(name: str) -> ChipMetric:
 
 def cell_metrics(cell: str) -> Tuple[ChipMetric, ...]:
     """The metrics that can fill ``cell``, first choice first."""
-    return tuple(row for row in METRICS if row.cell == cell)
+    return _BY_CELL.get(cell, ())
+
+
+_BY_CELL: Dict[str, Tuple[ChipMetric, ...]] = {
+    cell: tuple(row for row in METRICS if row.cell == cell) for cell in CELLS
+}

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from functools import lru_cache
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from npuwatch.alerts import Alert, Severity
-from npuwatch.chip_facts import chip_memory, rated_power_w
+from npuwatch.chip_facts import chip_memory
+from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
 from npuwatch.judge.rules import is_stale
@@ -43,6 +45,12 @@ POWER_WARNING_SHARE = 0.9
 _ALERT_LEVELS = {Severity.CRITICAL: Level.CRITICAL, Severity.WARNING: Level.WARNING, Severity.INFO: Level.OK}
 
 
+@lru_cache(maxsize=256)
+def rated_power_w(model_name: Optional[str]) -> Optional[float]:
+    """The judge's rated power of a chip model (``chip_facts.rated_power_w``), looked up once per model."""
+    return _rated_power_w(model_name)
+
+
 def badge(health: Health) -> str:
     """The health badge's text, glyph and word (``✔ OK``, ``✖ Alarm``): it reads without colour."""
     return f"{fmt.HEALTH_GLYPHS[health]} {health.value}"
@@ -61,9 +69,12 @@ def usage_level(share: Optional[float], warning: float, critical: Optional[float
     return Level.CRITICAL if critical is not None and share >= critical else Level.WARNING
 
 
-@dataclass(frozen=True)
-class MetricCell:
-    """One card cell of a chip: the metric the chip reports for it, its value as text, bar and level."""
+class MetricCell(NamedTuple):
+    """One card cell of a chip: the metric the chip reports for it, its value as text, bar and level.
+
+    An immutable named tuple rather than a frozen dataclass: the dashboard builds four per chip
+    at every sample, and a frozen dataclass's ``__init__`` costs several times as much.
+    """
 
     key: str  # the cell: util | memory | power | temperature (metrics_table.CELLS)
     metric: str  # the metric shown (its History series): aicore_percent, hbm_used_mib …
@@ -320,9 +331,10 @@ def _detail(ident: ChipIdentity) -> str:
 
 def _common_reason(cells: Sequence[MetricCell]) -> Optional[str]:
     """The reason at least two of a chip's metrics share: said once for the chip, not per metric."""
-    counts = Counter(cell.reason for cell in cells if cell.reason)
-    if not counts:
+    reasons = [cell.reason for cell in cells if cell.reason]
+    if len(reasons) < 2:  # most chips: every value read
         return None
+    counts = Counter(reasons)
     reason, count = counts.most_common(1)[0]
     return reason if count >= 2 else None
 

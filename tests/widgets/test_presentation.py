@@ -180,3 +180,14 @@ def test_every_cell_takes_its_label_tag_and_scale_from_the_metric_table():
         for cell in row.metrics:
             spec = metric(cell.metric)
             assert (cell.label, cell.tag, spec.cell) == (spec.label, spec.tag, cell.key)
+
+
+def test_a_cards_height_is_counted_as_its_lines_are_drawn():
+    from npuwatch.model import ChipError, PcieLink
+    from npuwatch.widgets.tui.chips import problem_count, problem_lines
+
+    link = PcieLink(current_speed_gt_s=16.0, max_speed_gt_s=32.0, current_width=8, max_width=16)
+    for errors in ((), (ChipError("80E01801"),), tuple(ChipError(f"80E0180{i}") for i in range(4))):
+        for pcie in (None, link):
+            sample = replace(chip("910B3"), errors=errors, pcie=pcie)
+            assert problem_count(sample) == len(problem_lines(sample, 40))

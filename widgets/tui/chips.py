@@ -54,7 +54,7 @@ class ChipCard(TextLines, can_focus=True):
 
     def show(self, chip: ChipSample, judgement: Optional[Judgement] = None) -> None:
         """Render a newer sample of this chip; ``judgement`` is the judge's verdict on it."""
-        grows = len(problem_lines(chip, 20)) != len(problem_lines(self.chip, 20))
+        grows = problem_count(chip) != problem_count(self.chip)
         self.chip = chip
         self.row = chip_row(chip, judgement=judgement)
         self._set_level(self.row.level)
@@ -77,8 +77,9 @@ class ChipCard(TextLines, can_focus=True):
         return card_lines(self.chip, self.history, width, self.in_group, self.row)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        # The wide card is as tall as its lines: the metrics, then one line per problem.
-        return len(card_lines(self.chip, self.history, max(20, width), self.in_group, self.row))
+        # The wide card is as tall as its lines: the title, the metrics, then one line per problem
+        # (counted, not drawn: layout asks often).
+        return 1 + len(self.row.metrics) + problem_count(self.chip)
 
     def on_click(self) -> None:
         self.post_message(self.Selected(self.chip.identity.key))
@@ -181,6 +182,13 @@ def card_lines(
 
 #: How many of a chip's error codes its card lists (the detail screen shows them all).
 CARD_ERRORS = 2
+
+
+def problem_count(chip: ChipSample) -> int:
+    """How many lines ``problem_lines`` gives ``chip``, without drawing them."""
+    link = chip.pcie
+    degraded = link is not None and link.present and link.degraded
+    return min(len(chip.errors), CARD_ERRORS) + (1 if degraded else 0)
 
 
 def problem_lines(chip: ChipSample, width: int) -> List[Text]:
