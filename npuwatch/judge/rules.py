@@ -173,9 +173,9 @@ def judge_snapshot(
 ) -> Dict[ChipKey, Judgement]:
     """Every chip of ``snapshot`` judged; the last answer is kept, so the views, the alert line
     and the exporter judging the same snapshot cost one judgement."""
-    cached = _last
-    if cached and cached[0] is snapshot and cached[1] == thresholds:
-        return dict(cached[2])
+    cached = _last[0] if _last else None
+    if cached is not None and cached.snapshot is snapshot and cached.thresholds == thresholds:
+        return dict(cached.judged)
     by_chip: Dict[ChipKey, List[NpuProcess]] = {}
     for process in snapshot.processes:
         by_chip.setdefault((process.npu_id, process.chip_id), []).append(process)
@@ -186,11 +186,18 @@ def judge_snapshot(
         )
         for chip in snapshot.chips
     }
-    _last[:] = [snapshot, thresholds, judged]
+    _last[:] = [_Judged(snapshot, thresholds, judged)]  # one assignment: safe across threads
     return dict(judged)
 
 
-_last: List[object] = []  # [snapshot, thresholds, judgements] of the last judge_snapshot call
+@dataclass(frozen=True)
+class _Judged:
+    snapshot: Snapshot
+    thresholds: Thresholds
+    judged: Dict[ChipKey, Judgement]
+
+
+_last: List[_Judged] = []  # the last judge_snapshot answer
 
 
 def first_clause(text: str, width: int) -> str:
