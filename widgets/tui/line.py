@@ -8,7 +8,7 @@ which took the dashboard from about 10 % to under 3 % of a core (benchmarks/dash
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from rich.console import Console
 from rich.segment import Segment
@@ -82,6 +82,44 @@ class TextLines(Widget):
             self._drawn_for = key
         return self._strips[y] if y < len(self._strips) else Strip.blank(width, key[2])
 
+    def render_lines(self, crop: Region) -> List[Strip]:
+        """The strips as drawn, for a widget with no box around its lines (the chip cards).
+
+        Textual's styles cache would copy every line it repaints to add padding, borders and
+        opacity these widgets do not have, and so filter (ANSI → true colour) each copy afresh;
+        the strips here are already the whole line in the widget's style, and each keeps its
+        filtered form until its line changes.  A widget with a box, or lines it has not drawn,
+        takes textual's path.
+        """
+        width = self.size.width
+        if not self._bare() or crop.bottom > len(self._strips) or self._drawn_for != self._key():
+            return super().render_lines(crop)
+        _, background = self.background_colors
+        filters = self.get_line_filters()
+        strips = []
+        for y in crop.line_range:
+            strip = self._strips[y]
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+            strips.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _bare(self) -> bool:
+        """Whether textual would draw the lines as they are: no padding, border, outline, hatch,
+        tint or opacity."""
+        styles = self.styles
+        return (
+            not any(styles.gutter)
+            and not any(edge for edge, _ in styles.outline)
+            and not styles.tint.a
+            and styles.text_opacity == 1.0
+            and self.opacity == 1.0
+            and not (styles.has_rule("hatch") and styles.hatch != "none")
+        )
+
 
 def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
     """``text`` as one screen line ``width`` cells wide, every segment styled over ``base``.
@@ -91,13 +129,49 @@ def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
     and fails on the ``None`` that ``Text.render`` and the padding helpers leave.  And
     ``Text.render`` drops a Text's own style when it has no spans (``Text("…", style="red")``),
     which a Console would apply, so it is applied here.
+
+    The segments are those ``Text.render`` cuts (one wherever a span starts or ends, styled by
+    the Text's style and then every span over it, in order), but each combination of styles is
+    looked up once for all lines and frames: Rich sorts span events and combines styles afresh
+    for every segment of every line, which was a third of a frame's own CPU.
     """
-    if text.spans or not text.style:
-        segments = list(text.render(console))
+    plain = text.plain
+    end = len(plain)
+    outer = text.style
+    spans = [span for span in text.spans if span.start < min(span.end, end)]
+    if not spans:
+        segments = [Segment(plain, _combined(console, base, (outer,)))] if plain else []
     else:
-        segments = [Segment(text.plain, console.get_style(text.style, default=Style.null()))]
-    styled = [Segment(cells, base + style) for cells, style, _ in segments if cells]
-    return Strip(styled).adjust_cell_length(width, base)
+        cuts = sorted({0, end, *(span.start for span in spans), *(min(span.end, end) for span in spans)})
+        segments = [
+            Segment(
+                plain[left:right],
+                _combined(console, base, (outer, *(s.style for s in spans if s.start <= left < s.end))),
+            )
+            for left, right in zip(cuts, cuts[1:])
+        ]
+    return Strip(segments).adjust_cell_length(width, base)
+
+
+_StyleKey = Tuple[Console, Style, Tuple[Union[str, Style], ...]]
+_COMBINED: Dict[_StyleKey, Style] = {}
+#: The dashboard draws a few dozen combinations; a hostile stream of styles cannot grow this past it.
+_COMBINED_MAX = 4096
+
+
+def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:
+    """``base`` + ``styles`` in order, as ``Text.render`` combines them and ``text_strip`` adds the base."""
+    key = (console, base, styles)
+    style = _COMBINED.get(key)
+    if style is None:
+        if len(_COMBINED) >= _COMBINED_MAX:
+            _COMBINED.clear()
+        null = Style.null()
+        style = base
+        for name in styles:
+            style += console.get_style(name, default=null)
+        _COMBINED[key] = style
+    return style
 
 
 class Line(TextLines):

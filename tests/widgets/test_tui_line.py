@@ -1,0 +1,78 @@
+"""The line widgets' fast Text → Strip path draws exactly what Rich's Text.render would."""
+
+from __future__ import annotations
+
+from typing import List
+
+import pytest
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Span, Text
+from textual.strip import Strip
+
+from npuwatch.history import History
+from npuwatch.widgets.tui.chips import card_lines, compact_line
+from npuwatch.widgets.tui.host_panel import host_lines
+from npuwatch.widgets.tui.line import text_strip
+from npuwatch.widgets.tui.processes import visible_rows
+from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot
+
+BASES = (Style.null(), Style(color="grey82", bgcolor="grey11"), Style(bold=True, bgcolor="#202020"))
+
+
+def reference_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
+    """What the dashboard drew before the fast path: Rich's own Text.render, every segment over ``base``."""
+    if text.spans or not text.style:
+        segments = list(text.render(console))
+    else:
+        segments = [Segment(text.plain, console.get_style(text.style, default=Style.null()))]
+    styled = [Segment(cells, base + style) for cells, style, _ in segments if cells]
+    return Strip(styled).adjust_cell_length(width, base)
+
+
+def dashboard_texts() -> List[Text]:
+    """Every kind of line the dashboard draws: cards, one-line rows, host panel, process rows."""
+    snapshot = capture_snapshot("100")
+    history = History()
+    history.add(snapshot)
+    texts: List[Text] = []
+    for chip in snapshot.chips:
+        texts += card_lines(chip, history, 38, True)
+        texts.append(compact_line(chip, history, 100, True))
+    texts += host_lines(FIXED_HOST, 160).split("\n")
+    for row in visible_rows(snapshot.processes, 0, "", ME, 0.0):
+        line = Text()
+        for cell in row:
+            line.append(" ")
+            line.append_text(cell)
+        texts.append(line)
+    return texts
+
+
+def crafted_texts() -> List[Text]:
+    nested = Text("outer inner outer", style="bold")
+    nested.stylize("red", 0, 17)
+    nested.stylize("underline", 6, 11)  # a span inside another: Rich combines them
+    beyond = Text("short")
+    beyond.spans.append(Span(2, 40, "blue"))  # a span past the end: cut at the end
+    empty_span = Text("abc")
+    empty_span.stylize("green", 1, 1)
+    wide = Text("名前 python3 训练.py", style="italic")
+    wide.stylize("bold cyan", 0, 2)
+    plain_styled = Text("red words, no spans", style="bold red")
+    styled_obj = Text("a Style object")
+    styled_obj.stylize(Style(color="magenta", dim=True), 2, 7)
+    gaps = Text.assemble("  ", ("x", "bold"), " gap ", ("y", "dim"), "  ")
+    return [Text(), Text("plain"), nested, beyond, empty_span, wide, plain_styled, styled_obj, gaps]
+
+
+@pytest.mark.parametrize("base", BASES, ids=["null", "colours", "bold-bg"])
+@pytest.mark.parametrize("width", [12, 38, 200])
+def test_fast_strip_equals_rich_rendering(base: Style, width: int) -> None:
+    console = Console(color_system="truecolor", width=200)
+    for text in [*dashboard_texts(), *crafted_texts()]:
+        fast = text_strip(text, console, width, base)
+        slow = reference_strip(text, console, width, base)
+        assert list(fast) == list(slow), text.plain
+        assert fast.cell_length == slow.cell_length == width
