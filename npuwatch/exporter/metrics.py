@@ -29,8 +29,9 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import CollectorRegistry
 
 from npuwatch import __version__
+from npuwatch.judge.rules import judge_snapshot
 from npuwatch.metrics_table import METRICS, ChipMetric
-from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, Snapshot
+from npuwatch.model import ChipIdentity, ChipSample, Health, Level, MetricStatus, Snapshot
 
 #: Labels of every per-chip series: npu-exporter's card labels that npu-smi can fill, plus
 #: npu-smi's own IDs (``npu_id`` can be 2048+ or sparse, so it is not the same as ``id``).
@@ -126,6 +127,7 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
     for chip in chips:
         health.add_metric(chip_labels(chip.identity), HEALTH_CODES[chip.health])
     out.append(health)
+    out.append(_level_family(snapshot))
     for row in _CHIP_GAUGES:
         total = row.total
         # A memory whose total is None or a 0 placeholder is left out, its use with it.
@@ -218,6 +220,24 @@ def _render(collector: Union[ViewCollector, _AgeCollector]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     return generate_latest(registry)
+
+
+def _level_family(snapshot: Snapshot) -> GaugeMetricFamily:
+    """``npuwatch_chip_level{level}``: the judge's verdict, one series per level, 1 on the chip's
+    (the state-set shape: ``npuwatch_chip_level{level=~"critical|unknown"} == 1`` alerts as
+    ``npuwatch check`` would fail)."""
+    family = GaugeMetricFamily(
+        "npuwatch_chip_level",
+        "the judge's level of the chip (npuwatch.judge): 1 for its level, 0 for the others",
+        labels=(*CHIP_LABELS, "level"),
+    )
+    judged = judge_snapshot(snapshot)
+    for chip in snapshot.chips:
+        labels = chip_labels(chip.identity)
+        level = judged[chip.identity.key].level
+        for each in Level:
+            family.add_metric([*labels, each.value], 1 if each is level else 0)
+    return family
 
 
 def _chip_gauge(name: str, help_text: str, chips: Sequence[ChipSample], metric: str) -> GaugeMetricFamily:

@@ -260,3 +260,14 @@ def test_every_value_of_a_demo_snapshot_is_exposed_exactly(scenario, monkeypatch
     assert got[("machine_npu_nums", frozenset())] == len(snapshot.chips)
     ids = [chip_id_label(c.identity) for c in snapshot.chips]
     assert len(set(ids)) == len(ids)  # `id` names one chip
+
+
+def test_the_judges_level_is_one_series_per_level_with_1_on_the_chips_level():
+    hot = chip(0, temperature_c=88)  # 910B3: warning from 85 °C
+    alarm = chip(1, health=Health.ALARM)
+    fine = chip(2, temperature_c=40)
+    got = series(render(ExporterView(snapshot=snap(hot, alarm, fine))))
+    for sample, level in ((hot, "warning"), (alarm, "critical"), (fine, "ok")):
+        for each in ("ok", "warning", "critical", "unknown"):
+            key = chip_key("npuwatch_chip_level", **labels_of(sample), level=each)
+            assert got[key] == (1 if each == level else 0), (sample.identity.label, each)
