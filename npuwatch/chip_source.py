@@ -9,7 +9,8 @@ and the snapshot names the source by its ``probe_name`` (``Snapshot.chip_source_
 Sources declare what they provide, the way harlequin's adapters declare capabilities
 (``provides_details``, ``provides_processes``, ``provides_logic_ids``): a consumer asks the
 declaration, never the backend's name.  On-demand details (``chip_details``) come back as
-plain key/value sections a view can show without knowing which tool printed them.
+plain key/value sections a view can show without knowing which tool printed them
+(``npuwatch.chip_details``, apart so that ``npuwatch check`` does not load them).
 
 This module is in the model layer: it imports only ``npuwatch.model`` and the standard library.
 """
@@ -17,12 +18,12 @@ This module is in the model layer: it imports only ``npuwatch.model`` and the st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Optional, Protocol, Tuple
 
 from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Versions
 
-Fields = Tuple[Tuple[str, str], ...]
+if TYPE_CHECKING:
+    from npuwatch.chip_details import ChipDetails
 
 
 @dataclass(frozen=True)
@@ -62,31 +63,6 @@ class SourceReading:
     reading: Optional[ChipReading]
     failure: Optional[SourceFailure]
     duration_s: float
-
-
-@dataclass(frozen=True)
-class DetailSection:
-    """One on-demand query about one chip: what was asked, every key and value it gave, or why not."""
-
-    command: str  # what was asked, for display: ``npu-smi info -t board -i 0 -c 0``
-    fields: Fields = ()  # as the source printed them, in its order
-    failure: Optional[SourceFailure] = None
-    duration_s: Optional[float] = None  # None when it was not asked
-
-
-@dataclass(frozen=True)
-class ChipDetails:
-    """Everything a source's on-demand queries say about one chip, fetched at ``taken_at``."""
-
-    npu_id: int
-    chip_id: int
-    taken_at: datetime
-    sections: Tuple[DetailSection, ...] = ()
-
-    @property
-    def duration_s(self) -> float:
-        """How long all the queries took together."""
-        return sum(section.duration_s or 0.0 for section in self.sections)
 
 
 class ChipSource(Protocol):

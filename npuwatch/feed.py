@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from npuwatch.chip_source import ChipDetails
+    from npuwatch.chip_details import ChipDetails
     from npuwatch.history import History
     from npuwatch.model import Snapshot
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, FrozenSet, List, Optional, Union
 
-from npuwatch.chip_source import ChipDetails
+from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
 from npuwatch.model import Snapshot
 from npuwatch.recording import Recording, read_recording

@@ -10,7 +10,8 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
-from npuwatch.chip_source import ChipDetails, ChipSource, SourceReading
+from npuwatch.chip_details import ChipDetails
+from npuwatch.chip_source import ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
 from npuwatch.feed import SnapshotFeed
 from npuwatch.health import MachineChips, machine_chips, unreported_chips

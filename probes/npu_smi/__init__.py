@@ -13,7 +13,6 @@ from typing import Optional, Sequence
 
 from npuwatch.chip_source import SourceFailure
 from npuwatch.model import MetricStatus
-from npuwatch.probes import dcmi_codes
 from npuwatch.probes.runner import MAX_OUTPUT_BYTES, LaunchError, RunResult, run
 from npuwatch.probes.sysroot import Sysroot
 
@@ -226,6 +225,8 @@ def _explain_text(text: str, exit_code: Optional[int]) -> Optional[NpuSmiFailure
 
 
 def _dcmi_failure(code: int, exit_code: Optional[int], text: str) -> NpuSmiFailure:
+    from npuwatch.probes import dcmi_codes  # the error table: loaded only when npu-smi prints a DCMI code
+
     known = dcmi_codes.describe(code)
     if known is None:
         return NpuSmiFailure(

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
-from npuwatch.chip_source import ChipDetails, DetailSection
+from npuwatch.chip_details import ChipDetails, DetailSection
 from npuwatch.model import ChipError
 from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, NpuSmiFailure
 from npuwatch.probes.npu_smi.kv import KeyValueBlock, KeyValueReport, parse_key_values
@@ -76,7 +76,7 @@ class DetailQuery(Generic[R]):
 
     def to_section(self) -> DetailSection:
         """This query as the seam's plain section (what the detail screen shows)."""
-        failure = None if self.failure is None else self.failure.to_source_failure()
+        failure = None if self.failure is None else self.failure.message
         return DetailSection(self.command, self.fields, failure, self.duration_s)
 
 

@@ -8,11 +8,11 @@ The sampler, ``npuwatch check`` and the doctor read npu-smi only through these.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
 
-from npuwatch.chip_source import ChipDetails, ChipReading, SourceReading
+from npuwatch.chip_source import ChipReading, SourceReading
 from npuwatch.model import ChipError, Health
 from npuwatch.probes.npu_smi import (
     FailureKind,
@@ -25,6 +25,9 @@ from npuwatch.probes.npu_smi import (
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.runner import RunResult
 
+if TYPE_CHECKING:
+    from npuwatch.chip_details import ChipDetails
+
 #: The name of npu-smi's ProbeReport in every Snapshot (``Snapshot.chip_source_report``).
 PROBE_NAME = "npu-smi"
 #: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.
@@ -33,15 +36,6 @@ MAPPING_REFRESH_S = 300.0
 ERRORS_REFRESH_S = 60.0
 #: Under a time budget, a query needs at least this much of it left to be worth starting.
 _MIN_QUERY_S = 0.05
-
-
-@dataclass(frozen=True)
-class _KnownErrors:
-    """One chip's error codes, and the health they were asked for and when."""
-
-    health: Health
-    asked_s: float
-    errors: Tuple[ChipError, ...]
 
 
 class NpuSmiSource:
@@ -74,7 +68,8 @@ class NpuSmiSource:
         self.errors_budget_s = errors_budget_s
         self._clock = clock
         self._mapping: Optional[Tuple[Dict[Tuple[int, int], int], float]] = None
-        self._errors: Dict[Tuple[int, int], _KnownErrors] = {}
+        # Per chip not OK: the health its codes were asked for, when, and the codes.
+        self._errors: Dict[Tuple[int, int], Tuple[Health, float, Tuple[ChipError, ...]]] = {}
         #: The last ``npu-smi info`` call as it came: its output, or the explained failure (the
         #: doctor explains raw failures and reads the raw text).
         self.last_call: Union[NpuSmiOutput, NpuSmiFailure, None] = None
@@ -124,7 +119,7 @@ class NpuSmiSource:
         for chip in sick:
             key = chip.identity.key
             known = self._errors.get(key)
-            if known is not None and known.health is chip.health and now - known.asked_s < ERRORS_REFRESH_S:
+            if known is not None and known[0] is chip.health and now - known[1] < ERRORS_REFRESH_S:
                 continue
             npu_smi = self.npu_smi
             if deadline is not None:
@@ -133,11 +128,11 @@ class NpuSmiSource:
                     break
                 npu_smi = NpuSmi(npu_smi.path, timeout_s=left_s)
             errors, failure = ask_chip_errors(npu_smi, *key)
-            self._errors[key] = _KnownErrors(chip.health, now, errors)
+            self._errors[key] = (chip.health, now, errors)
             if failure is not None and deadline is not None:
                 break
         chips = tuple(
-            replace(chip, errors=self._errors[chip.identity.key].errors)
+            replace(chip, errors=self._errors[chip.identity.key][2])
             if chip.identity.key in self._errors
             else chip
             for chip in reading.chips

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, List, Optional, Sequence
 
-from npuwatch.chip_source import ChipDetails
+from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
 from npuwatch.model import (
     Health,

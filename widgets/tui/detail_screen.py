@@ -17,7 +17,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from npuwatch.chip_source import ChipDetails
+from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
 from npuwatch.metrics_table import CELLS, METRICS, cell_metrics, metric
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
@@ -256,7 +256,7 @@ def npu_smi_tables(details: Optional[ChipDetails], source: str = "") -> Renderab
             continue
         parts.append(Text(f"$ {inert(query.command)}", style="bold"))
         if query.failure is not None:
-            parts.append(Text(f"  {inert(query.failure.message)}", style="dark_orange"))
+            parts.append(Text(f"  {inert(query.failure)}", style="dark_orange"))
             continue
         table = Table(box=None, show_header=False, padding=(0, 2))
         table.add_column(style="dim")
