@@ -7,25 +7,25 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Collection, Mapping, Optional, TextIO, Union
+from typing import Collection, Mapping, Optional, TextIO
 
-from npuwatch.health import CRITICAL_OVER_C, HealthVerdict, Problem, Reason, check_health
-from npuwatch.option_values import env_seconds, machine_root
-from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, find_npu_smi
+from npuwatch.chip_source import ChipSource
+from npuwatch.errors import UsageError, VariableError
+from npuwatch.feeds import FeedOptions, open_machine
+from npuwatch.health import HealthVerdict, Problem, Reason, check_health, check_source
+from npuwatch.probes.npu_smi import NpuSmi
+from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.text_safety import inert
 
-if TYPE_CHECKING:
-    from npuwatch.probes.simulator.machine import Simulation
-
 _MAX_TEMP_HELP = (
-    "unhealthy when a chip is hotter than C °C (default per chip: 95 °C for the 910 family — "
-    "910A/910B/A3/950 — and 90 °C for the 310 family, {over:g} °C above the dashboard's "
-    "throttling warning, where it turns critical)"
+    "unhealthy when a chip is at or above C °C (default: the judge's critical limit per model, "
+    "95 °C for the 910 family — 910A/910B/A3/950 — and 90 °C for the 310 family, where the "
+    "dashboard turns it red)"
 )
 
 
-class CheckUsageError(ValueError):
+class CheckUsageError(UsageError):
     """Options that contradict each other (``--demo`` with ``--root``): a usage error, exit 64."""
 
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="max_temp",
         type=_celsius,
         metavar="C",
-        help=_MAX_TEMP_HELP.format(over=CRITICAL_OVER_C),
+        help=_MAX_TEMP_HELP,
     )
     parser.add_argument(
         "--selftest",
@@ -52,14 +52,17 @@ def run(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -
     """Run the check with the parsed ``args``; print the verdict; return 0 or 1.
 
     Every problem of the machine or of npuwatch's environment variables is a verdict (exit 1);
-    only contradicting options raise ``CheckUsageError`` (the CLI's exit 64).
+    only bad or contradicting options raise ``UsageError`` (the CLI's exit 64).
     """
     env = os.environ if environ is None else environ
     as_json = bool(getattr(args, "json", False))
+    options = FeedOptions.from_args(args)  # a bad command line: the CLI exits 64 (DESIGN §2.1)
     try:
-        verdict = evaluate(args, env)
-    except CheckUsageError:
-        raise  # a bad command line: the CLI prints it and exits 64 (DESIGN §2.1)
+        verdict = evaluate(args, options, env)
+    except VariableError as exc:  # set by the container, not typed: the machine is unhealthy
+        verdict = _config_verdict(str(exc), exc.hint)
+    except UsageError:
+        raise
     except Exception as exc:
         if getattr(args, "verbose", False):
             raise
@@ -74,19 +77,14 @@ def run(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -
     return verdict.exit_code
 
 
-def evaluate(args: argparse.Namespace, environ: Mapping[str, str]) -> HealthVerdict:
-    """The verdict for ``args`` (DESIGN §2.1 options, unset ones from ``NPUWATCH_*``)."""
-    timeout_s: Optional[float] = getattr(args, "timeout", None)
-    if timeout_s is None:
-        try:
-            timeout_s = env_seconds(environ, "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
-        except ValueError as exc:
-            return _config_verdict(str(exc), "unset it or give seconds, e.g. NPUWATCH_TIMEOUT=5")
-    demo: Optional[str] = getattr(args, "demo", None)
-    replay: Optional[str] = getattr(args, "replay", None)
-    clash = _clash(args, demo, replay)
-    if clash is not None:
-        raise CheckUsageError(clash)
+def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[str, str]) -> HealthVerdict:
+    """The verdict for the machine ``options`` name (unset ones from ``NPUWATCH_*``).
+
+    ``VariableError`` for a variable that cannot be used, ``UsageError`` for a ``--root`` that
+    is not a folder.
+    """
+    timeout_s = options.timeout(environ)  # a bad NPUWATCH_TIMEOUT is unhealthy, even for a replay
+    replay = options.replay
     if replay is not None:
         try:
             text = Path(replay).read_text(encoding="utf-8", errors="replace")
@@ -96,26 +94,15 @@ def evaluate(args: argparse.Namespace, environ: Mapping[str, str]) -> HealthVerd
         return _judge(
             args, None, None, capture=text, source=f"replay:{Path(replay).name}", selftest_skip=skip
         )
-    if demo is not None:
-        sim = _start_demo(demo)
-        if isinstance(sim, HealthVerdict):
-            return sim
-        try:
-            sysroot = Sysroot(sim.root, environ=sim.environ)
-            npu_smi = NpuSmi(sim.npu_smi, timeout_s=timeout_s)
-            skip = f"--demo {demo} simulates npu-smi and sysfs, not the Ascend runtime: nothing to self-test"
-            return _judge(args, sysroot, npu_smi, source=f"demo:{sim.scenario.name}", selftest_skip=skip)
-        finally:
-            sim.close()
-    try:
-        root = machine_root(getattr(args, "root", None), environ)
-    except ValueError as exc:
-        if getattr(args, "root", None):
-            raise CheckUsageError(str(exc)) from None  # a bad option: exit 64, like every command
-        return _config_verdict(str(exc), "unset NPUWATCH_ROOT or point it at a machine root folder")
-    sysroot = Sysroot(root, environ=environ)
-    path = find_npu_smi(sysroot, getattr(args, "npu_smi", None) or environ.get("NPUWATCH_NPU_SMI"))
-    return _judge(args, sysroot, NpuSmi(path, timeout_s=timeout_s))
+    with open_machine(options, environ) as machine:
+        npu_smi = machine.npu_smi(timeout_s)
+        no_runtime = None
+        if machine.scenario is not None:
+            no_runtime = (
+                f"--demo {machine.scenario} simulates npu-smi and sysfs, not the Ascend runtime: "
+                "nothing to self-test"
+            )
+        return _judge(args, machine.sysroot, npu_smi, source=machine.label, selftest_skip=no_runtime)
 
 
 def _judge(
@@ -128,34 +115,19 @@ def _judge(
     selftest_skip: Optional[str] = None,
 ) -> HealthVerdict:
     devices: Optional[Collection[int]] = getattr(args, "devices", None)
+    chips: ChipSource = (
+        check_source(npu_smi, source)
+        if capture is None
+        else CaptureSource(Path(getattr(args, "replay", None) or source), capture)
+    )
     return check_health(
         sysroot,
-        npu_smi,
+        chips,
         devices=None if devices is None else frozenset(devices),
         max_temp_c=getattr(args, "max_temp", None),
         selftest=bool(getattr(args, "selftest", False)),
         selftest_skip=selftest_skip,
-        capture=capture,
-        source=source,
     )
-
-
-def _clash(args: argparse.Namespace, demo: Optional[str], replay: Optional[str]) -> Optional[str]:
-    if demo is not None and replay is not None:
-        return "--demo and --replay cannot be combined"
-    for other in ("root", "npu_smi"):
-        if demo is not None and getattr(args, other, None) is not None:
-            return f"--demo brings its own machine: it cannot be combined with --{other.replace('_', '-')}"
-    return None
-
-
-def _start_demo(scenario: str) -> Union[Simulation, HealthVerdict]:
-    from npuwatch.probes.simulator import Simulation
-
-    try:
-        return Simulation.start(scenario)
-    except ValueError as exc:
-        return _config_verdict(str(exc), "`npuwatch check --demo list` lists the scenarios")
 
 
 def _config_verdict(message: str, hint: str) -> HealthVerdict:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 class SnapshotFeed(Protocol):
     """A source of Snapshots: ``npuwatch.sampler.Sampler`` or ``npuwatch.replay.ReplaySampler``.
 
-    ``build_sampler(**options)`` returns one; views, the exporter and the recorder use only this.
+    ``npuwatch.feeds.open_feed(options)`` returns one; views, the exporter and the recorder use only this.
     """
 
     interval_s: float

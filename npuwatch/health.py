@@ -1,9 +1,10 @@
 """Provides check_health(): the one-line healthy/unhealthy verdict behind ``npuwatch check``.
 
-The verdict (DESIGN §6) asks, in order: are the device nodes there, does ``npu-smi info``
-answer within its timeout, is every visible chip ``OK`` and under its temperature limit, and —
-when asked — does a quick self-test pass on every chip.  The healthy path runs ``npu-smi``
-once; only a chip that is not ``OK`` costs a ``-t health`` query, for its error code.
+The verdict (DESIGN §6) asks, in order: are the device nodes there, does the chip source
+(``npu-smi info``) answer within its timeout, is every visible chip ``OK`` and under its
+temperature limit, and — when asked — does a quick self-test pass on every chip.  Chips are read
+through the same chip source as the sampler's (``check_source``): the healthy path runs
+``npu-smi`` once; only a chip that is not ``OK`` costs a ``-t health`` query, for its error code.
 
 This module runs every few seconds in thousands of containers (Docker HEALTHCHECK, Kubernetes
 probes): it imports the probes it needs and nothing of the sampler, history or views.
@@ -16,24 +17,21 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from npuwatch.alerts import default_temperature_limit_c
-from npuwatch.model import ChipSample, Health
+from npuwatch.chip_source import ChipSource, SourceFailure
+from npuwatch.judge.limits import Thresholds
+from npuwatch.judge.rules import OK as JUDGED_OK
+from npuwatch.judge.rules import Judgement, ReasonKind, judge_chip
+from npuwatch.model import ChipSample, Health, NpuProcess
 from npuwatch.probes.devices import DevNodes, scan_dev
-from npuwatch.probes.npu_smi import NpuSmi, NpuSmiError, NpuSmiFailure, classify
-from npuwatch.probes.npu_smi.table import InfoTable, parse_info
+from npuwatch.probes.npu_smi import NpuSmi
+from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.pci import ASCEND_DRIVER, PciInventory, normalize_bdf, scan_pci
-from npuwatch.probes.runner import RunResult
 from npuwatch.probes.sysroot import Sysroot
 
 if TYPE_CHECKING:
     from npuwatch.selftest import SelftestReport
 
 SCHEMA = "npuwatch/check/v1"
-
-#: How far above the dashboard's throttling limit the check turns unhealthy: the same 10 °C at
-#: which ``AlertTracker`` (its ``temperature_critical_over_c``) marks a temperature critical,
-#: so the dashboard's red and an unhealthy check agree (a test pins the two together).
-CRITICAL_OVER_C = 10.0
 
 #: The time all ``-t health`` queries (the error codes of chips that are not OK) may take
 #: together: the verdict is already "unhealthy", so it must not wait long for the details.
@@ -52,15 +50,11 @@ _ACCESS_HINT = (
 
 
 def default_max_temp_c(model_name: Optional[str]) -> float:
-    """The temperature (°C) above which ``check`` calls a chip npu-smi names ``model_name`` unhealthy.
-
-    The dashboard warns at ``alerts.default_temperature_limit_c`` (85 °C for the 910 family —
-    910A/910B/A3/950 — and 80 °C for the passively cooled 310 family), from where a chip risks
-    throttling; a chip can touch that under a long full load.  A health check that fails sends a
-    pod to restart or a node out of service, so it fails only where the dashboard turns critical:
-    10 °C higher, 95 °C for the 910 family and 90 °C for the 310 family.
-    """
-    return default_temperature_limit_c(model_name) + CRITICAL_OVER_C
+    """The temperature (°C) from which ``check`` calls a chip npu-smi names ``model_name`` unhealthy:
+    the judge's critical limit for its model (95 °C for the 910 family and the 950, 90 °C for
+    the 310 family), where the dashboard turns it red.  A health check that fails sends a pod to
+    restart or a node out of service, so it fails only there, not at the warning."""
+    return Thresholds().temperature_limits_c(model_name)[1]
 
 
 class Reason(enum.Enum):
@@ -101,15 +95,16 @@ class Problem:
 
 @dataclass(frozen=True)
 class ChipCheck:
-    """One visible chip as the check judged it."""
+    """One visible chip as the check judged it: the judge's level and reasons (``npuwatch.judge``)."""
 
     npu_id: int
     chip_id: int
     name: Optional[str]
     health: Health
     temperature_c: Optional[int]
-    max_temp_c: float  # the limit it was judged against
+    max_temp_c: float  # the critical limit it was judged against
     error_codes: Tuple[str, ...] = ()  # from `npu-smi info -t health`, asked only when not OK
+    judgement: Judgement = JUDGED_OK
 
     @property
     def label(self) -> str:
@@ -118,13 +113,13 @@ class ChipCheck:
 
     @property
     def too_hot(self) -> bool:
-        """Whether the chip is hotter than its limit (an unknown temperature is not judged)."""
-        return self.temperature_c is not None and self.temperature_c > self.max_temp_c
+        """Whether the chip is at or past its critical temperature (an unknown one is not judged)."""
+        return any(r.kind is ReasonKind.TEMPERATURE and r.level.unhealthy for r in self.judgement.reasons)
 
     @property
     def ok(self) -> bool:
-        """Health ``OK`` and not too hot."""
-        return self.health is Health.OK and not self.too_hot
+        """Not ``critical`` and not ``unknown``: a warning (hot, a minor alarm) is still healthy."""
+        return not self.judgement.level.unhealthy
 
     def to_dict(self) -> Dict[str, Any]:
         """The ``--json`` form."""
@@ -137,6 +132,8 @@ class ChipCheck:
             "max_temp_c": self.max_temp_c,
             "error_codes": list(self.error_codes),
             "ok": self.ok,
+            "level": self.judgement.level.value,
+            "reasons": list(self.judgement.texts),
         }
 
 
@@ -221,22 +218,31 @@ class HealthVerdict:
         }
 
 
+def check_source(npu_smi: Optional[NpuSmi], label: str = "npu-smi") -> NpuSmiSource:
+    """The chip source ``npuwatch check`` reads live: one ``npu-smi info``, no logic-ID mapping,
+    and the error codes of chips not OK within ``HEALTH_QUERY_BUDGET_S`` (at most the npu-smi
+    timeout) together: the verdict is already "unhealthy" then, so it must not wait long for the
+    details, and a check lasts at most the timeout plus that budget."""
+    npu_smi = npu_smi or NpuSmi(None)
+    budget_s = min(npu_smi.timeout_s, HEALTH_QUERY_BUDGET_S)
+    return NpuSmiSource(npu_smi, label, logic_ids=False, errors_budget_s=budget_s)
+
+
 def check_health(
     sysroot: Optional[Sysroot],
-    npu_smi: Optional[NpuSmi],
+    source: ChipSource,
     *,
     devices: Optional[Collection[int]] = None,
     max_temp_c: Optional[float] = None,
     selftest: bool = False,
     selftest_skip: Optional[str] = None,
-    capture: Optional[str] = None,
-    source: str = "npu-smi",
 ) -> HealthVerdict:
-    """Judge the machine seen through ``sysroot`` and ``npu_smi``; never raises for its problems.
+    """Judge the machine seen through ``sysroot`` and the chip ``source``; never raises for its problems.
 
-    ``sysroot`` None skips the device nodes (a replayed capture has none); ``capture`` is an
-    ``npu-smi info`` text judged instead of running ``npu_smi``.  ``devices`` limits the chips to
-    these NPU IDs; ``max_temp_c`` replaces every chip's default limit (``default_max_temp_c``).
+    ``source`` is read once, as the sampler reads it: ``check_source`` live, a ``CaptureSource``
+    for a saved ``npu-smi info`` text; its ``label`` names the verdict's source.  ``sysroot`` None
+    skips the device nodes (a replayed capture has none).  ``devices`` limits the chips to these
+    NPU IDs; ``max_temp_c`` replaces every chip's default limit (``default_max_temp_c``).
     ``selftest`` runs a quick self-test once everything else is healthy (``selftest_skip``: why it
     cannot run here, e.g. on a simulated machine).
     """
@@ -244,27 +250,18 @@ def check_health(
     problems: List[Problem] = []
     notes: List[str] = []
     nodes = scan_dev(sysroot) if sysroot is not None else None
-    table: Optional[InfoTable] = None
-    if capture is not None:
-        # A saved error text (`ret is -8005`) is explained as it would be live (sources.CaptureSource).
-        failure = classify(RunResult(("npu-smi", "info"), 0, capture, "", 0.0))
-        if failure is not None:
-            problems.append(_npu_smi_problem(failure))
-        else:
-            table = parse_info(capture)
-    else:
-        try:
-            table = parse_info((npu_smi or NpuSmi(None)).info().text)
-        except NpuSmiError as exc:
-            problems.append(_npu_smi_problem(exc.failure))
+    outcome = source.read()
+    if outcome.failure is not None:
+        problems.append(_source_problem(outcome.failure))
+    reading = outcome.reading
     chips: Tuple[ChipCheck, ...] = ()
-    if table is not None:
-        notes.extend(table.warnings)
-        chosen = [c for c in table.chips if devices is None or c.identity.npu_id in devices]
-        chips = judge_chips(chosen, max_temp_c, None if capture is not None else npu_smi)
-        problems.extend(chip_problems(table.chips, chips, devices, table.warnings))
+    if reading is not None:
+        notes.extend(reading.warnings)
+        chosen = [c for c in reading.chips if devices is None or c.identity.npu_id in devices]
+        chips = judge_chips(chosen, max_temp_c, processes=reading.processes)
+        problems.extend(chip_problems(reading.chips, chips, devices, reading.warnings))
         if sysroot is not None and nodes is not None and devices is None:
-            unlisted = unreported_chips(read_machine_chips(sysroot, nodes), table.chips)
+            unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips)
             problems[:0] = [unlisted] if unlisted is not None else []
     if nodes is not None:
         socs = {c.name or "" for c in chips}
@@ -276,7 +273,7 @@ def check_health(
     return HealthVerdict(
         problems=tuple(problems),
         chips=chips,
-        source=source,
+        source=source.label,
         selftest=summary,
         duration_s=time.monotonic() - started,
         notes=tuple(notes),
@@ -352,7 +349,7 @@ def unreported_chips(machine: MachineChips, listed: Sequence[ChipSample]) -> Opt
     )
 
 
-def _npu_smi_problem(failure: NpuSmiFailure) -> Problem:
+def _source_problem(failure: SourceFailure) -> Problem:
     # DCMI messages read "npu-smi failed with DCMI error -8005 (INNER_ERR): <a long meaning>":
     # the line keeps the clause before the colon, --json keeps all of it in the hint.
     head, _, rest = failure.message.partition(": ")
@@ -387,50 +384,32 @@ def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
 
 
 def judge_chips(
-    chips: Sequence[ChipSample], max_temp_c: Optional[float] = None, npu_smi: Optional[NpuSmi] = None
+    chips: Sequence[ChipSample],
+    max_temp_c: Optional[float] = None,
+    processes: Sequence[NpuProcess] = (),
 ) -> Tuple[ChipCheck, ...]:
-    """Each chip against its limit (``max_temp_c``, else its model's default); with ``npu_smi``,
-    unhealthy chips also get their error codes.  Also judges ``npuwatch serve``'s /healthz."""
+    """Each chip as the judge rules it (``max_temp_c`` replaces every model's critical limit), with
+    the error codes its source attached (``ChipSample.errors``).  Also judges ``/healthz``."""
+    thresholds = Thresholds(temperature_critical_c=max_temp_c)
     judged = [
-        ChipCheck(
-            npu_id=c.identity.npu_id,
-            chip_id=c.identity.chip_id,
-            name=c.identity.name,
-            health=c.health,
-            temperature_c=c.temperature_c,
-            max_temp_c=default_max_temp_c(c.identity.name) if max_temp_c is None else max_temp_c,
-        )
+        _chip_check(c, thresholds, [p for p in processes if (p.npu_id, p.chip_id) == c.identity.key])
         for c in chips
     ]
-    if npu_smi is None or npu_smi.path is None or all(c.health is Health.OK for c in judged):
-        return tuple(judged)  # the healthy path: no query, and the report parsers stay unloaded
-    return tuple(_with_error_codes(judged, npu_smi))
+    return tuple(judged)
 
 
-def _with_error_codes(chips: List[ChipCheck], npu_smi: NpuSmi) -> List[ChipCheck]:
-    """Add each unhealthy chip's error codes from ``npu-smi info -t health -i N -c M``.
-
-    The queries share one budget (``HEALTH_QUERY_BUDGET_S``), so a check lasts at most the
-    ``npu-smi info`` timeout plus that budget: probe timeouts can be set from it.
-    """
-    from dataclasses import replace
-
-    from npuwatch.probes.npu_smi.reports import parse_health
-
-    deadline = time.monotonic() + min(npu_smi.timeout_s, HEALTH_QUERY_BUDGET_S)
-    out: List[ChipCheck] = []
-    for chip in chips:
-        left_s = deadline - time.monotonic()
-        if chip.health is not Health.OK and left_s > 0.05:
-            try:
-                text = NpuSmi(npu_smi.path, timeout_s=left_s).query("health", chip.npu_id, chip.chip_id).text
-            except NpuSmiError:
-                deadline = 0.0  # a driver that fails this query fails the next one too
-            else:
-                found = [h for h in parse_health(text).chips if h.chip_id in (chip.chip_id, None)]
-                chip = replace(chip, error_codes=next((h.error_codes for h in found if h.error_codes), ()))
-        out.append(chip)
-    return out
+def _chip_check(chip: ChipSample, thresholds: Thresholds, processes: Sequence[NpuProcess]) -> ChipCheck:
+    identity = chip.identity
+    return ChipCheck(
+        npu_id=identity.npu_id,
+        chip_id=identity.chip_id,
+        name=identity.name,
+        health=chip.health,
+        temperature_c=chip.temperature_c,
+        max_temp_c=thresholds.temperature_limits_c(identity.name)[1],
+        error_codes=tuple(error.code for error in chip.errors),
+        judgement=judge_chip(chip, processes, thresholds=thresholds),
+    )
 
 
 def chip_problems(
@@ -462,29 +441,31 @@ def chip_problems(
             )
         )
     for chip in chips:
-        if chip.health is not Health.OK:
+        found.extend(_unhealthy(chip))
+    return found
+
+
+def _unhealthy(chip: ChipCheck) -> List[Problem]:
+    """The problems behind a chip the judge calls ``critical`` or ``unknown`` (its warnings are not)."""
+    found: List[Problem] = []
+    for reason in chip.judgement.reasons:
+        if not reason.level.unhealthy:
+            continue
+        if reason.kind is ReasonKind.HEALTH:
             state = "health unknown" if chip.health is Health.UNKNOWN else chip.health.value
             codes = f" ({' '.join(chip.error_codes)})" if chip.error_codes else ""
             query = f"`npu-smi info -t health -i {chip.npu_id} -c {chip.chip_id}`"
+            hint = f"{query} explains the error code; check `dmesg` and move jobs off this chip"
             found.append(
-                Problem(
-                    Reason.CHIP_HEALTH,
-                    f"{chip.label} {state}{codes}",
-                    f"{query} explains the error code; check `dmesg` and move jobs off this chip",
-                    chip.npu_id,
-                    chip.chip_id,
-                )
+                Problem(Reason.CHIP_HEALTH, f"{chip.label} {state}{codes}", hint, chip.npu_id, chip.chip_id)
             )
-        if chip.too_hot:
-            found.append(
-                Problem(
-                    Reason.TEMPERATURE,
-                    f"{chip.label} {chip.temperature_c} °C (limit {chip.max_temp_c:g} °C)",
-                    "check this slot's fans and airflow and the server's inlet temperature",
-                    chip.npu_id,
-                    chip.chip_id,
-                )
-            )
+        elif reason.kind is ReasonKind.TEMPERATURE:
+            hint = "check this slot's fans and airflow and the server's inlet temperature"
+            message = f"{chip.label} {reason.text}"
+            found.append(Problem(Reason.TEMPERATURE, message, hint, chip.npu_id, chip.chip_id))
+        else:  # lost, stale: the chip cannot be read
+            message = f"{chip.label} {reason.text}"
+            found.append(Problem(Reason.CHIP_MISSING, message, reason.detail, chip.npu_id, chip.chip_id))
     return found
 
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_source import ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
-from npuwatch.feed import SnapshotFeed
 from npuwatch.health import MachineChips, machine_chips, unreported_chips
 from npuwatch.history import History
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
@@ -29,8 +27,6 @@ from npuwatch.probes.sysroot import Sysroot
 #: Slow facts: PCI inventory and links, install/version files.
 PCI_REFRESH_S = 10.0
 VERSIONS_REFRESH_S = 60.0
-#: The History keeps at least this much (the issue asks for ≥ 10 minutes at 1 s).
-HISTORY_S = 900.0
 #: A snapshot carries at most this many warnings (distinct ones; the last says how many more).
 MAX_WARNINGS = 20
 
@@ -41,8 +37,8 @@ T = TypeVar("T")
 class Sampler:
     """Combines the chip source, sysfs and the host into Snapshots; calls never overlap.
 
-    Use ``Sampler.create(...)`` for the usual wiring (live, ``demo=``, ``replay=``), or build
-    one from parts in tests.  ``sample()`` is thread-safe: concurrent callers take turns, so
+    ``npuwatch.feeds.open_feed(FeedOptions(...))`` wires the usual ones (live, a demo, a
+    replay); tests build one from parts.  ``sample()`` is thread-safe: concurrent callers take turns, so
     no two npu-smi calls ever run at once.  A replay has no ``sysroot``: nothing of the
     machine npuwatch runs on is mixed into a capture.
     """
@@ -65,8 +61,7 @@ class Sampler:
         self.host = host
         self.interval_s = interval_s
         self.devices = devices
-        capacity = max(900, math.ceil(HISTORY_S / interval_s))
-        self.history = history if history is not None else History(capacity)
+        self.history = history if history is not None else History.for_span(interval_s)
         self._clock = clock
         self._monotonic = monotonic
         self._on_close = on_close
@@ -79,13 +74,6 @@ class Sampler:
         self._in_container: Optional[bool] = None
         self._versions: Optional[Tuple[Versions, float]] = None
         self._logged: Set[str] = set()
-
-    @classmethod
-    def create(cls, **options: Any) -> SnapshotFeed:
-        """Wire a sampler for this machine, a ``demo`` scenario or a ``replay`` file."""
-        from npuwatch.wiring import build_sampler  # the simulator is only imported for demos
-
-        return build_sampler(**options)
 
     @property
     def label(self) -> str:

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from npuwatch.alerts import AlertTracker
 from npuwatch.check_command import add_arguments, run
 from npuwatch.cli import EXIT_USAGE, main
+from npuwatch.errors import UsageError
 from npuwatch.health import (
-    CRITICAL_OVER_C,
     ChipCheck,
     HealthVerdict,
     Problem,
@@ -25,8 +24,9 @@ from npuwatch.health import (
     check_health,
     check_source,
     default_max_temp_c,
+    judge_chips,
 )
-from npuwatch.model import Health
+from npuwatch.model import ChipIdentity, ChipSample, Health
 from npuwatch.probes.devices import DevNode, DevNodes
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.simulator import Simulation
@@ -166,6 +166,8 @@ def test_json_healthy_document(capsys):
         "max_temp_c",
         "error_codes",
         "ok",
+        "level",
+        "reasons",
     }
     assert (first["name"], first["health"], first["max_temp_c"], first["ok"]) == ("310P3", "OK", 90.0, True)
     assert doc["line"].startswith("healthy: 4/4 chips OK, max ")
@@ -212,17 +214,14 @@ def test_default_limits_per_chip_family():
     assert default_max_temp_c(None) == 95.0
 
 
-def test_the_check_fails_where_the_dashboard_turns_critical():
-    assert AlertTracker().temperature_critical_over_c == CRITICAL_OVER_C
-
-
 def test_max_temp_below_the_current_temperature_is_unhealthy(capsys):
     code, out, err = check(capsys, "--demo", "910b-training", "--max-temp", "20")
     line = the_line(out)
     assert code == 1
     assert re.match(
-        r"^unhealthy: NPU 0 chip 0 \d+ °C \(limit 20 °C\); NPU 1 chip 0 \d+ °C \(limit 20 °C\); "
-        r"NPU 2 chip 0 \d+ °C \(limit 20 °C\); \+5 more — 0/8 chips OK, max \d+ °C$",
+        r"^unhealthy: NPU 0 chip 0 \d+ °C \(critical limit 20 °C\); "
+        r"NPU 1 chip 0 \d+ °C \(critical limit 20 °C\); "
+        r"NPU 2 chip 0 \d+ °C \(critical limit 20 °C\); \+5 more — 0/8 chips OK, max \d+ °C$",
         line,
     ), line
     assert "fans" in err
@@ -243,7 +242,7 @@ def test_a_hot_chip_fails_at_its_family_default(machine, capsys):
     write_npu_smi(machine, f"cat {path}")
     code, out, _ = check(capsys, "--root", str(machine.root))
     assert code == 1
-    assert the_line(out) == "unhealthy: NPU 0 chip 0 97 °C (limit 95 °C) — 7/8 chips OK, max 97 °C"
+    assert the_line(out) == "unhealthy: NPU 0 chip 0 97 °C (critical limit 95 °C) — 7/8 chips OK, max 97 °C"
 
 
 # --- --devices -----------------------------------------------------------------------------------
@@ -525,7 +524,7 @@ def test_selftest_is_not_run_on_a_machine_already_unhealthy(monkeypatch, capsys)
 
 
 def _chip(npu: int, temperature: int, health: Health = Health.OK) -> ChipCheck:
-    return ChipCheck(npu, 0, "910B3", health, temperature, 95.0)
+    return judge_chips([ChipSample(ChipIdentity(npu, 0, "910B3"), health, temperature_c=temperature)])[0]
 
 
 def test_line_names_three_problems_and_counts_the_rest():
@@ -582,11 +581,10 @@ def test_run_reads_missing_attributes_as_defaults(capsys):
     )
 
 
-def test_run_turns_an_unknown_scenario_into_a_verdict(capsys):
-    # The CLI rejects it first (exit 64); run() alone still answers with a line, never a traceback.
-    code = run(argparse.Namespace(demo="bogus"), environ={})
-    assert code == 1
-    assert the_line(capsys.readouterr().out).startswith("unhealthy: unknown demo scenario 'bogus'")
+def test_run_refuses_an_unknown_scenario_as_every_command_does():
+    # The one rule (npuwatch.feeds): a usage error, which the CLI prints and exits 64 for.
+    with pytest.raises(UsageError, match="unknown demo scenario 'bogus'"):
+        run(argparse.Namespace(demo="bogus"), environ={})
 
 
 def test_max_temp_rejects_nonsense():
@@ -598,7 +596,7 @@ def test_max_temp_rejects_nonsense():
 
 HEAVY = (
     "textual", "rich", "ipywidgets", "IPython", "psutil",
-    "npuwatch.sampler", "npuwatch.history", "npuwatch.wiring", "npuwatch.doctor", "npuwatch.widgets",
+    "npuwatch.sampler", "npuwatch.history", "npuwatch.replay", "npuwatch.doctor", "npuwatch.widgets",
     "npuwatch.selftest", "npuwatch.probes.simulator.machine", "npuwatch.probes.npu_smi.reports",
 )  # fmt: skip
 

@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from npuwatch import snapshot_json
 from npuwatch.exporter.metrics import HEALTH_CODES, chip_id_label
 from npuwatch.exporter.server import Exporter
+from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, ProbeReport, Snapshot
-from npuwatch.wiring import build_sampler
 
 SCHEMA = json.loads(resources.files("npuwatch").joinpath("snapshot-v1.schema.json").read_text())
 Series = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
@@ -99,7 +99,7 @@ def serve(monkeypatch):
     ) -> Tuple[Exporter, CountingFeed]:
         if feed is None:
             feed = CountingFeed(
-                build_sampler(demo=scenario, interval_s=interval_s, timeout_s=timeout_s), gate
+                open_feed(FeedOptions(demo=scenario, interval_s=interval_s, timeout_s=timeout_s)), gate
             )
         exporter = Exporter(feed, "127.0.0.1", 0, **options)
         running.append((exporter, feed))
@@ -320,7 +320,8 @@ def test_unknown_health_and_a_hot_chip_are_unhealthy(serve):
     status, _, body = request(exporter, "/healthz")
     assert status == 503
     assert body.decode() == (
-        "unhealthy: NPU 0 chip 0 health unknown; NPU 1 chip 0 99 °C (limit 95 °C) — 0/2 chips OK, max 99 °C\n"
+        "unhealthy: NPU 0 chip 0 health unknown; NPU 1 chip 0 99 °C (critical limit 95 °C) "
+        "— 0/2 chips OK, max 99 °C\n"
     )
 
 
@@ -383,7 +384,7 @@ def test_one_keep_alive_connection_serves_many_requests(serve):
 
 def test_stop_closes_the_port_and_ends_the_threads(monkeypatch):
     monkeypatch.setenv("NPUWATCH_SIM_NOW", "120")
-    with build_sampler(demo="910b-training", interval_s=0.1) as feed:
+    with open_feed(FeedOptions(demo="910b-training", interval_s=0.1)) as feed:
         exporter = Exporter(feed, "127.0.0.1", 0)
         before = set(threading.enumerate())
         exporter.start()
@@ -400,13 +401,15 @@ def test_a_port_in_use_raises_oserror_at_construction(monkeypatch):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with build_sampler(demo="910b-training") as feed, pytest.raises(OSError, match="in use") as info:
+        demo = FeedOptions(demo="910b-training")
+        with open_feed(demo) as feed, pytest.raises(OSError, match="in use") as info:
             Exporter(feed, "127.0.0.1", port)
     assert info.value.errno == errno.EADDRINUSE
 
 
 def test_an_empty_host_listens_on_every_interface(monkeypatch):
-    with build_sampler(demo="910b-training", interval_s=3600) as feed, Exporter(feed, "", 0) as exporter:
+    options = FeedOptions(demo="910b-training", interval_s=3600)
+    with open_feed(options) as feed, Exporter(feed, "", 0) as exporter:
         _, port = exporter.address
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/nope")
@@ -417,7 +420,7 @@ def test_an_empty_host_listens_on_every_interface(monkeypatch):
 def test_an_ipv6_loopback_listens_in_brackets():
     if not socket.has_ipv6:
         pytest.skip("no IPv6 in this Python")
-    with build_sampler(demo="910b-training", interval_s=3600) as feed:
+    with open_feed(FeedOptions(demo="910b-training", interval_s=3600)) as feed:
         try:
             exporter = Exporter(feed, "::1", 0)
         except OSError as exc:

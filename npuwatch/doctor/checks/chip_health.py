@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
-from npuwatch.model import ChipSample, Health
+from npuwatch.model import ChipSample, Health, worst
 
 
 def _where(chip: ChipSample) -> str:
@@ -51,7 +51,8 @@ def run(machine: Machine) -> Finding:
         else:
             lines.append(state)
         states.append(state)
-    worst = _worst(sick)
+    # The judge's scale: Alarm, Critical and no health fail (as `npuwatch check` fails), Warning warns.
+    level = worst(chip.health.level for chip in sick)
     first = sick[0].identity
     summary = _summary(sick, states)
     hint = (
@@ -60,15 +61,10 @@ def run(machine: Machine) -> Finding:
         "(this kills every process on the card; newer drivers: `npu-smi set -t reset -i N`); "
         "if the reset fails or the state returns, reboot, then check `dmesg` and the driver/firmware versions"
     )
-    make = failed if worst in (Health.ALARM, Health.CRITICAL) or unlisted is not None else warned
+    make = failed if level.unhealthy or unlisted is not None else warned
     if unlisted is not None:
         lines.append(unlisted.message)
     return make(summary, hint, lines)
-
-
-def _worst(chips: Sequence[ChipSample]) -> Health:
-    rank = {Health.CRITICAL: 0, Health.ALARM: 1, Health.WARNING: 2, Health.UNKNOWN: 3, Health.OK: 4}
-    return min((chip.health for chip in chips), key=lambda health: rank[health])
 
 
 def _summary(sick: Sequence[ChipSample], states: Sequence[str]) -> str:
