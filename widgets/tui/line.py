@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple, Union
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -136,27 +137,39 @@ def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
     for every segment of every line, which was a third of a frame's own CPU.
     """
     plain = text.plain
-    end = len(plain)
+    key = (console, base, text.style, len(plain), tuple(text.spans))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _LAYOUTS[key] = _layout(text, console, base)
+        if len(_LAYOUTS) > _CACHE_MAX:  # a hostile stream of lines cannot grow it past this
+            _LAYOUTS.clear()
+    segments = [Segment(plain[left:right], style) for left, right, style in layout]
+    return Strip(segments, cell_len(plain)).adjust_cell_length(width, base)
+
+
+#: (console, base, Text style, length, spans) → the line's cuts: a card's lines keep their spans
+#: from one second to the next while their characters change.
+_LAYOUTS: Dict[Tuple[object, ...], List[Tuple[int, int, Style]]] = {}
+
+
+def _layout(text: Text, console: Console, base: Style) -> List[Tuple[int, int, Style]]:
+    """Where ``Text.render`` cuts ``text`` into segments, and each segment's style over ``base``."""
+    end = len(text.plain)
     outer = text.style
     spans = [span for span in text.spans if span.start < min(span.end, end)]
     if not spans:
-        segments = [Segment(plain, _combined(console, base, (outer,)))] if plain else []
-    else:
-        cuts = sorted({0, end, *(span.start for span in spans), *(min(span.end, end) for span in spans)})
-        segments = [
-            Segment(
-                plain[left:right],
-                _combined(console, base, (outer, *(s.style for s in spans if s.start <= left < s.end))),
-            )
-            for left, right in zip(cuts, cuts[1:])
-        ]
-    return Strip(segments).adjust_cell_length(width, base)
+        return [(0, end, _combined(console, base, (outer,)))] if end else []
+    cuts = sorted({0, end, *(span.start for span in spans), *(min(span.end, end) for span in spans)})
+    return [
+        (left, right, _combined(console, base, (outer, *(s.style for s in spans if s.start <= left < s.end))))
+        for left, right in zip(cuts, cuts[1:])
+    ]
 
 
 _StyleKey = Tuple[Console, Style, Tuple[Union[str, Style], ...]]
 _COMBINED: Dict[_StyleKey, Style] = {}
-#: The dashboard draws a few dozen combinations; a hostile stream of styles cannot grow this past it.
-_COMBINED_MAX = 4096
+#: The dashboard draws a few dozen style combinations and a few hundred layouts: no cache grows past this.
+_CACHE_MAX = 4096
 
 
 def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:
@@ -164,7 +177,7 @@ def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ..
     key = (console, base, styles)
     style = _COMBINED.get(key)
     if style is None:
-        if len(_COMBINED) >= _COMBINED_MAX:
+        if len(_COMBINED) >= _CACHE_MAX:
             _COMBINED.clear()
         null = Style.null()
         style = base

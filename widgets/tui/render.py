@@ -3,6 +3,7 @@ style of each level (the view model's levels: the judge's, or a usage bar's)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 from rich.text import Text
@@ -71,14 +72,16 @@ def spark(values: Sequence[Optional[float]], width: int, ceiling: Optional[float
     """The last ``width`` values as ``▁▂▃▅▇``; a ``None`` (a gap, or a stale tick) is a blank."""
     shown = list(values)[-width:]
     top = ceiling if ceiling else max((v for v in shown if v is not None), default=0.0) or 1.0
-    cells = []
-    for value in shown:
-        if value is None:
-            cells.append(" ")
-        else:
-            level = int(max(0.0, min(1.0, value / top)) * (len(_SPARKS) - 1) + 0.5)
-            cells.append(_SPARKS[level])
-    return Text(" " * (width - len(shown)) + "".join(cells), style="cyan")
+    cells = "".join([_spark_cell(value, top) for value in shown])
+    return Text(" " * (width - len(shown)) + cells, style="cyan")
+
+
+@lru_cache(maxsize=4096)
+def _spark_cell(value: Optional[float], top: float) -> str:
+    """One sparkline cell (a metric repeats its values: 64 sparklines a second look each up once)."""
+    if value is None:
+        return " "
+    return _SPARKS[int(max(0.0, min(1.0, value / top)) * (len(_SPARKS) - 1) + 0.5)]
 
 
 def usage_style(percent: Optional[float]) -> str:
