@@ -12,11 +12,12 @@ from typing import Collection, Mapping, Optional, TextIO
 from npuwatch.chip_source import ChipSource
 from npuwatch.errors import UsageError, VariableError
 from npuwatch.feeds import FeedOptions, open_machine
-from npuwatch.health import HealthVerdict, Problem, Reason, check_health, check_source
+from npuwatch.health import check_health, check_source
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.text_safety import inert
+from npuwatch.verdict import HealthVerdict, Problem, Reason
 
 _MAX_TEMP_HELP = (
     "unhealthy when a chip is at or above C °C (default: the judge's critical limit per model, "

@@ -12,31 +12,26 @@ probes): it imports the probes it needs and nothing of the sampler, history or v
 
 from __future__ import annotations
 
-import enum
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipSource, SourceFailure
 from npuwatch.judge.limits import Thresholds
-from npuwatch.judge.rules import OK as JUDGED_OK
-from npuwatch.judge.rules import Judgement, ReasonKind, judge_chip
+from npuwatch.judge.rules import ReasonKind, judge_chip
+from npuwatch.machine_chips import read_machine_chips, unreported_chips
 from npuwatch.model import ChipSample, Health, NpuProcess
 from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import NpuSmiSource
-from npuwatch.probes.pci import ASCEND_DRIVER, PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.verdict import ChipCheck, HealthVerdict, Problem, Reason
 
 if TYPE_CHECKING:
     from npuwatch.selftest import SelftestReport
 
-SCHEMA = "npuwatch/check/v1"
-
 #: The time all ``-t health`` queries (the error codes of chips that are not OK) may take
 #: together: the verdict is already "unhealthy", so it must not wait long for the details.
 HEALTH_QUERY_BUDGET_S = 2.0
-_LINE_PROBLEMS = 3  # problems named in the one-line verdict; the rest are counted
 
 _NODES_HINT = (
     "in a container pass the devices: --device /dev/davinciN (one per chip) --device /dev/davinci_manager "
@@ -55,167 +50,6 @@ def default_max_temp_c(model_name: Optional[str]) -> float:
     the 310 family), where the dashboard turns it red.  A health check that fails sends a pod to
     restart or a node out of service, so it fails only there, not at the warning."""
     return Thresholds().temperature_limits_c(model_name)[1]
-
-
-class Reason(enum.Enum):
-    """What a problem is about; stable words for ``--json``."""
-
-    CONFIG = "config"  # npuwatch's own options or environment variables
-    DEVICE_NODES = "device-nodes"
-    NPU_SMI = "npu-smi"
-    NO_CHIPS = "no-chips"
-    #: An NPU asked for with --devices, or a chip the machine has (PCI, /dev/davinciN), that npu-smi
-    #: does not list.
-    CHIP_MISSING = "chip-missing"
-    CHIP_HEALTH = "chip-health"
-    TEMPERATURE = "temperature"
-    SELFTEST = "selftest"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One reason the machine is unhealthy: a short message for the line, and what to do."""
-
-    reason: Reason
-    message: str
-    hint: str = ""
-    npu_id: Optional[int] = None
-    chip_id: Optional[int] = None
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The ``--json`` form."""
-        return {
-            "reason": self.reason.value,
-            "message": self.message,
-            "hint": self.hint or None,
-            "npu_id": self.npu_id,
-            "chip_id": self.chip_id,
-        }
-
-
-@dataclass(frozen=True)
-class ChipCheck:
-    """One visible chip as the check judged it: the judge's level and reasons (``npuwatch.judge``)."""
-
-    npu_id: int
-    chip_id: int
-    name: Optional[str]
-    health: Health
-    temperature_c: Optional[int]
-    max_temp_c: float  # the critical limit it was judged against
-    error_codes: Tuple[str, ...] = ()  # from `npu-smi info -t health`, asked only when not OK
-    judgement: Judgement = JUDGED_OK
-
-    @property
-    def label(self) -> str:
-        """``NPU 3 chip 0``: always with the chip, so multi-chip cards read the same."""
-        return f"NPU {self.npu_id} chip {self.chip_id}"
-
-    @property
-    def too_hot(self) -> bool:
-        """Whether the chip is at or past its critical temperature (an unknown one is not judged)."""
-        return any(r.kind is ReasonKind.TEMPERATURE and r.level.unhealthy for r in self.judgement.reasons)
-
-    @property
-    def ok(self) -> bool:
-        """Not ``critical`` and not ``unknown``: a warning (hot, a minor alarm) is still healthy."""
-        return not self.judgement.level.unhealthy
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The ``--json`` form."""
-        return {
-            "npu_id": self.npu_id,
-            "chip_id": self.chip_id,
-            "name": self.name,
-            "health": self.health.value,
-            "temperature_c": self.temperature_c,
-            "max_temp_c": self.max_temp_c,
-            "error_codes": list(self.error_codes),
-            "ok": self.ok,
-            "level": self.judgement.level.value,
-            "reasons": list(self.judgement.texts),
-        }
-
-
-@dataclass(frozen=True)
-class HealthVerdict:
-    """The check's answer: healthy or not, why, and the one line that says it."""
-
-    problems: Tuple[Problem, ...] = ()
-    chips: Tuple[ChipCheck, ...] = ()
-    source: str = "npu-smi"
-    selftest: Optional[Mapping[str, Any]] = None  # the self-test's npuwatch/selftest/v1 report when it ran
-    duration_s: Optional[float] = None
-    notes: Tuple[str, ...] = field(default=())  # parse warnings and the like, for --json
-
-    @property
-    def healthy(self) -> bool:
-        """True when nothing is wrong."""
-        return not self.problems
-
-    @property
-    def exit_code(self) -> int:
-        """0 healthy, 1 unhealthy: never 2, which Docker reserves."""
-        return 0 if self.healthy else 1
-
-    @property
-    def chips_total(self) -> int:
-        """The chips judged (those ``--devices`` selects)."""
-        return len(self.chips)
-
-    @property
-    def chips_ok(self) -> int:
-        """The judged chips that are ``OK`` and under their temperature limit."""
-        return sum(1 for chip in self.chips if chip.ok)
-
-    @property
-    def max_temperature_c(self) -> Optional[int]:
-        """The hottest judged chip's temperature, when any is known."""
-        known = [chip.temperature_c for chip in self.chips if chip.temperature_c is not None]
-        return max(known) if known else None
-
-    @property
-    def line(self) -> str:
-        """``healthy: 8/8 chips OK, max 61 °C`` or ``unhealthy: NPU 3 chip 0 Alarm (80E01801) — 7/8 …``."""
-        facts: List[str] = []
-        if self.chips:
-            facts.append(f"{self.chips_ok}/{self.chips_total} chips OK")
-            hottest = self.max_temperature_c
-            if hottest is not None:
-                facts.append(f"max {hottest} °C")
-        if self.selftest is not None and self.healthy:
-            warned = self.selftest.get("status") == "warn"
-            facts.append("self-test passed with warnings" if warned else "self-test passed")
-        if self.healthy:
-            return "healthy: " + (", ".join(facts) or "no chip to check")
-        named = [p.message for p in self.problems[:_LINE_PROBLEMS]]
-        rest = len(self.problems) - len(named)
-        if rest:
-            named.append(f"+{rest} more")
-        return "unhealthy: " + "; ".join(named) + (f" — {', '.join(facts)}" if facts else "")
-
-    @property
-    def hint(self) -> Optional[str]:
-        """What to do about the first problem that says."""
-        return next((p.hint for p in self.problems if p.hint), None)
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The ``--json`` document (schema ``npuwatch/check/v1``)."""
-        return {
-            "schema": SCHEMA,
-            "healthy": self.healthy,
-            "exit_code": self.exit_code,
-            "line": self.line,
-            "source": self.source,
-            "chips_ok": self.chips_ok,
-            "chips_total": self.chips_total,
-            "max_temperature_c": self.max_temperature_c,
-            "problems": [p.to_dict() for p in self.problems],
-            "chips": [c.to_dict() for c in self.chips],
-            "selftest": None if self.selftest is None else dict(self.selftest),
-            "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
-            "notes": list(self.notes),
-        }
 
 
 def check_source(npu_smi: Optional[NpuSmi], label: str = "npu-smi") -> NpuSmiSource:
@@ -277,75 +111,6 @@ def check_health(
         selftest=summary,
         duration_s=time.monotonic() - started,
         notes=tuple(notes),
-    )
-
-
-@dataclass(frozen=True)
-class MachineChips:
-    """The chips this machine (or this container) has, and the evidence that says so."""
-
-    count: int = 0
-    evidence: Tuple[str, ...] = ()  # "8 Ascend PCI functions", "8 /dev/davinciN"
-    bus_ids: Tuple[str, ...] = ()  # the counted PCI functions (``0000:c1:00.0``), when PCI counts
-
-
-def machine_chips(
-    inventory: Optional[PciInventory], nodes: Optional[DevNodes], in_container: bool
-) -> MachineChips:
-    """How many chips npu-smi should list here: the largest count the machine's evidence gives.
-
-    ``/dev/davinciN`` is one node per chip on every board (a 310B SoC board has no PCI function,
-    an A3 NPU has two chips with a node and a PCI function each).  On a host the Ascend PCI
-    functions count too, each for its chips (a 310P Duo function carries two); SR-IOV VFs and
-    functions given to another driver (vfio-pci: passed to a VM) do not.  In a container sysfs
-    shows the host's every function, so only the nodes it was given count.
-    """
-    evidence: List[str] = []
-    counts: List[int] = []
-    bus_ids: Tuple[str, ...] = ()
-    if inventory is not None and not in_container:
-        functions = [
-            f
-            for f in inventory.functions
-            if not f.is_virtual_function and (f.driver is None or f.driver == ASCEND_DRIVER)
-        ]
-        if functions:
-            total = sum(f.chips for f in functions)
-            plural = "s" if len(functions) != 1 else ""
-            extra = f" ({total} chips)" if total != len(functions) else ""
-            evidence.append(f"{len(functions)} Ascend PCI function{plural}{extra}")
-            counts.append(total)
-            bus_ids = tuple(f.bdf.lower() for f in functions)
-    if nodes is not None and nodes.davinci_ids:
-        evidence.append(f"{len(nodes.davinci_ids)} /dev/davinciN")
-        counts.append(len(nodes.davinci_ids))
-    return MachineChips(max(counts, default=0), tuple(evidence), bus_ids)
-
-
-def read_machine_chips(sysroot: Sysroot, nodes: Optional[DevNodes] = None) -> MachineChips:
-    """``machine_chips`` for the machine ``sysroot`` shows (PCI is not scanned in a container)."""
-    from npuwatch.probes.container import detect_container
-
-    in_container = detect_container(sysroot).in_container
-    inventory = None if in_container else scan_pci(sysroot)
-    return machine_chips(inventory, scan_dev(sysroot) if nodes is None else nodes, in_container)
-
-
-def unreported_chips(machine: MachineChips, listed: Sequence[ChipSample]) -> Optional[Problem]:
-    """The problem when npu-smi lists fewer chips than ``machine`` has (a table cut short, lost
-    chips); ``None`` when it lists them all, or none (``chip_problems`` says that)."""
-    keys = {chip.identity.key for chip in listed}
-    if not keys or len(keys) >= machine.count:
-        return None
-    seen = {normalize_bdf(chip.identity.bus_id) for chip in listed}
-    missing = [bdf for bdf in machine.bus_ids if bdf not in seen]
-    named = ", ".join(missing[:4]) + (" …" if len(missing) > 4 else "")
-    where = f"not listed: {named}; " if named else ""
-    return Problem(
-        Reason.CHIP_MISSING,
-        f"npu-smi lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
-        f"{where}a table cut short or chips the driver lost: run `npu-smi info` by hand, check "
-        "`dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )
 
 

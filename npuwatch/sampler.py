@@ -12,8 +12,8 @@ from typing import Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_source import ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
-from npuwatch.health import MachineChips, machine_chips, unreported_chips
 from npuwatch.history import History
+from npuwatch.machine_chips import MachineChips, machine_chips, unreported_chips
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
 from npuwatch.plausible import capped, plausible
 from npuwatch.polling_pause import is_paused

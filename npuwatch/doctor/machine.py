@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union
 
 from npuwatch.chip_source import ChipReading, SourceReading
-from npuwatch.health import Problem, machine_chips, unreported_chips
+from npuwatch.machine_chips import machine_chips, unreported_chips
 from npuwatch.model import NpuProcess
 from npuwatch.probes.container import ContainerInfo, detect_container
 from npuwatch.probes.devices import DevNodes, scan_dev
@@ -32,6 +32,7 @@ from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.verdict import Problem
 
 if TYPE_CHECKING:
     from npuwatch.probes.python_env import PythonEnv

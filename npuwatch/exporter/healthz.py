@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Collection, Optional
 
 from npuwatch.exporter.metrics import ExporterView
-from npuwatch.health import HealthVerdict, Problem, Reason, chip_problems, judge_chips
+from npuwatch.health import chip_problems, judge_chips
 from npuwatch.model import MetricStatus
+from npuwatch.verdict import HealthVerdict, Problem, Reason
 
 
 @dataclass(frozen=True)

@@ -15,23 +15,14 @@ import pytest
 from npuwatch.check_command import add_arguments, run
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.errors import UsageError
-from npuwatch.health import (
-    ChipCheck,
-    HealthVerdict,
-    Problem,
-    Reason,
-    _node_problems,
-    check_health,
-    check_source,
-    default_max_temp_c,
-    judge_chips,
-)
+from npuwatch.health import _node_problems, check_health, check_source, default_max_temp_c, judge_chips
 from npuwatch.model import ChipIdentity, ChipSample, Health
 from npuwatch.probes.devices import DevNode, DevNodes
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.simulator import Simulation
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
+from npuwatch.verdict import ChipCheck, HealthVerdict, Problem, Reason
 from tests.conftest import CAPTURES, REPO, capture_text
 
 HEALTHY = {

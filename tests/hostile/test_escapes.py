@@ -151,7 +151,7 @@ def test_selftest_text_shows_hostile_strings_escaped():
 
 def test_check_line_shows_hostile_strings_escaped(capsys):
     from npuwatch import check_command
-    from npuwatch.health import HealthVerdict, Problem, Reason
+    from npuwatch.verdict import HealthVerdict, Problem, Reason
 
     verdict = HealthVerdict(problems=(Problem(Reason.CONFIG, f"chip {EVIL} is hot", f"hint {EVIL}"),))
     check_command._print(verdict, as_json=False)

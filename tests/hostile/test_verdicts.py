@@ -179,7 +179,7 @@ def test_serve_healthz_agrees_on_a_table_cut_short_from_the_first_sample(tmp_pat
 
 
 def machine_of(root: Path) -> Any:
-    from npuwatch.health import machine_chips
+    from npuwatch.machine_chips import machine_chips
     from npuwatch.probes.container import detect_container
 
     sysroot = SysrootBuilder(root).sysroot()
@@ -187,7 +187,7 @@ def machine_of(root: Path) -> Any:
 
 
 def test_a3_counts_one_pci_function_and_one_node_per_chip(tmp_path: Path) -> None:
-    from npuwatch.health import unreported_chips
+    from npuwatch.machine_chips import unreported_chips
 
     # Atlas A3: 8 NPUs × 2 chips, one PCI function (d803) and one /dev/davinciN per chip.
     builder = SysrootBuilder(tmp_path)
@@ -202,7 +202,7 @@ def test_a3_counts_one_pci_function_and_one_node_per_chip(tmp_path: Path) -> Non
 
 
 def test_310p_duo_counts_two_chips_per_function(tmp_path: Path) -> None:
-    from npuwatch.health import unreported_chips
+    from npuwatch.machine_chips import unreported_chips
 
     builder = SysrootBuilder(tmp_path)
     for bdf in ("0000:01:00.0", "0000:81:00.0"):
@@ -215,7 +215,7 @@ def test_310p_duo_counts_two_chips_per_function(tmp_path: Path) -> None:
 
 
 def test_310b_soc_board_without_pci_counts_its_device_nodes(tmp_path: Path) -> None:
-    from npuwatch.health import unreported_chips
+    from npuwatch.machine_chips import unreported_chips
 
     SysrootBuilder(tmp_path).add_dev_nodes([0], extra=())
     table = parse_info(capture_text("039"))
@@ -227,7 +227,7 @@ def test_310b_soc_board_without_pci_counts_its_device_nodes(tmp_path: Path) -> N
 
 
 def test_functions_given_to_another_driver_are_not_counted(tmp_path: Path) -> None:
-    from npuwatch.health import unreported_chips
+    from npuwatch.machine_chips import unreported_chips
 
     # Passed through to a VM (vfio-pci): the host's npu-smi rightly does not list them.
     builder = build_machine(tmp_path, nodes=range(4))
