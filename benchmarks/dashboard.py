@@ -1,7 +1,11 @@
 """Measures the dashboard's own cost: CPU % of one core and RSS over 60 s on the 16-chip A3 demo.
 
 Run: python benchmarks/dashboard.py [--seconds 60] [--scenario a3] [--warmup 5]
+     python benchmarks/dashboard.py --against OTHER_VENV/bin/npuwatch [--rounds 4] [--seconds 30]
 The dashboard runs in a real terminal (a detached tmux session, 200×50) at a 1 s interval.
+With ``--against``, this interpreter's npuwatch and the other one run in turns (A B A B …) and
+each round's ratio is printed: a machine's speed drifts with its load, so only figures taken
+side by side compare (old code vs new code: install the old one in its own venv).
 Its own CPU time is read from /proc via psutil; the fake npu-smi runs as child processes,
 whose CPU is not counted (that is the "npu-smi process itself", a cost npu-smi has anyway).
 """
@@ -16,7 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from statistics import median
+from typing import List, Optional, Sequence, Tuple
 
 import psutil
 
@@ -49,12 +54,18 @@ def find_dashboard(session_pid: int, deadline_s: float) -> psutil.Process:
     raise RuntimeError("the dashboard did not start")
 
 
-def measure_dashboard(seconds: float = 60.0, scenario: str = "a3", warmup_s: float = 5.0) -> DashboardFigures:
-    """Run the dashboard in a detached 200×50 tmux session and read its CPU and RSS with psutil."""
+def measure_dashboard(
+    seconds: float = 60.0, scenario: str = "a3", warmup_s: float = 5.0, script: Optional[Path] = None
+) -> DashboardFigures:
+    """Run the dashboard in a detached 200×50 tmux session and read its CPU and RSS with psutil.
+
+    ``script`` is the ``npuwatch`` to run; by default this interpreter's.
+    """
     if shutil.which("tmux") is None:
         raise RuntimeError("tmux is needed (apt-get install tmux)")
-    script = Path(sys.executable).parent / "npuwatch"
-    socket = f"npuwatch-bench-{os.getpid()}"
+    script = script or Path(sys.executable).parent / "npuwatch"
+    # A socket of its own per run: a server killed by the previous run may still be exiting.
+    socket = f"npuwatch-bench-{os.getpid()}-{time.monotonic_ns()}"
     tmux = ["tmux", "-L", socket]
     command = f"{script} --demo {scenario} --interval 1"
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
@@ -70,18 +81,51 @@ def measure_dashboard(seconds: float = 60.0, scenario: str = "a3", warmup_s: flo
             time.sleep(1.0)
         after = dashboard.cpu_times()
         elapsed = time.monotonic() - started
+    except psutil.NoSuchProcess:
+        raise RuntimeError(f"the dashboard ({script}) exited during the measurement") from None
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     cpu_s = (after.user - before.user) + (after.system - before.system)
     return DashboardFigures(scenario, elapsed, 100 * cpu_s / elapsed, rss_peak / 2**20)
 
 
+def compare(
+    against: Path, rounds: int, seconds: float, scenario: str, warmup_s: float
+) -> List[Tuple[DashboardFigures, DashboardFigures]]:
+    """``rounds`` pairs of runs, ``against`` first then this interpreter's npuwatch, each pair printed."""
+    pairs = []
+    for number in range(1, rounds + 1):
+        other = measure_dashboard(seconds, scenario, warmup_s, against)
+        this = measure_dashboard(seconds, scenario, warmup_s)
+        pairs.append((other, this))
+        print(
+            f"round {number}: against {other.cpu_percent:.2f}%  this {this.cpu_percent:.2f}%  "
+            f"ratio {this.cpu_percent / other.cpu_percent:.2f}  (load {os.getloadavg()[0]:.2f})",
+            flush=True,
+        )
+    return pairs
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--scenario", default="a3")
     parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument(
+        "--against", type=Path, help="another npuwatch (e.g. the old code's venv) to run in turns"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="pairs of runs with --against")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        try:
+            pairs = compare(args.against, args.rounds, args.seconds, args.scenario, args.warmup)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
+        ratios = [this.cpu_percent / other.cpu_percent for other, this in pairs]
+        print(f"median ratio this/against over {len(pairs)} rounds: {median(ratios):.2f}")
+        return 0
     try:
         figures = measure_dashboard(args.seconds, args.scenario, args.warmup)
     except RuntimeError as exc:
