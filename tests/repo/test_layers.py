@@ -87,6 +87,18 @@ WIDGET_MAY_NAME: Mapping[Tuple[str, str], str] = {
 #: check's verdict or wording can never change another's, and a check can be run on its own.
 CHECKS = "npuwatch.doctor.checks"
 
+# --- the model layer: records, the chip-source seam, the metric table, the judge ----------------
+#: These modules are what every other layer shares, so they import only the standard library and
+#: each other: the judge is pure functions over the model (no probe, no sampler, no view), so
+#: ``check``, the doctor, the exporter and every view can ask it for the same verdict.
+MODEL_LAYER = (
+    "npuwatch.model",
+    "npuwatch.metrics_table",
+    "npuwatch.chip_source",
+    "npuwatch.chip_details",
+    "npuwatch.judge",
+)
+
 # --- core: everything in npuwatch.* that is not a probe or a view ----------------------------
 #: Command entry modules: they pick a view for their output, so they may import widgets.  The
 #: rest of the core (model, sampling, judging, doctor engine and checks, exporter) is used by
@@ -327,6 +339,17 @@ def check_violations(imports: Sequence[Import]) -> Iterator[str]:
             yield f"{imp.place} ({imp.importer}) imports {imp.target}"
 
 
+def model_violations(imports: Sequence[Import]) -> Iterator[str]:
+    for imp in imports:
+        if not within(imp.importer, MODEL_LAYER):
+            continue
+        top = imp.target.split(".")[0]
+        if (top == "npuwatch" and not within(imp.target, MODEL_LAYER)) or (
+            top != "npuwatch" and not is_stdlib(top)
+        ):
+            yield f"{imp.place} ({imp.importer}) imports {imp.target}"
+
+
 def core_violations(imports: Sequence[Import]) -> Iterator[str]:
     for imp in imports:
         if within(imp.importer, [PROBES, WIDGETS]) or imp.importer in CORE_ENTRY_MODULES:
@@ -363,6 +386,11 @@ def test_views_never_import_probes_doctor_checks_or_feed_wiring():
 
 def test_doctor_checks_share_machine_facts_never_import_each_other():
     found = known(check_violations(IMPORTS), {})
+    assert not found, "\n".join(found)
+
+
+def test_the_model_layer_and_the_judge_import_only_the_standard_library_and_each_other():
+    found = known(model_violations(IMPORTS), {})
     assert not found, "\n".join(found)
 
 
