@@ -4,9 +4,9 @@ verdicts → plain rows of display strings, each with a level.
 The dashboard (``widgets/tui``), the text views (``snapshot`` and ``--plain``, ``widgets/text.py``)
 and the notebook (``widgets/notebook``) render these rows; none of them chooses a label, a scale,
 a level or a process cell itself.  What a cell shows comes from the metric table
-(``npuwatch.metrics_table``); every level comes from the judge (``npuwatch.judge``) or, for a
-usage bar, from ``usage_level`` here.  Toolkit-free: Rich styles and HTML classes are each view's
-small mapping from ``Level``.
+(``npuwatch.metrics_table``); every level comes from the judge (``npuwatch.judge``), a usage
+bar's colour too (``memory_bar_level``, ``power_bar_level``).  Toolkit-free: Rich styles and
+HTML classes are each view's small mapping from ``Level``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from npuwatch.chip_facts import chip_memory
 from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
-from npuwatch.judge.rules import is_stale
+from npuwatch.judge.rules import is_stale, memory_bar_level, power_bar_level
 from npuwatch.metrics_table import CELLS, Scale, cell_metrics, metric
 from npuwatch.model import (
     ChipIdentity,
@@ -37,10 +37,6 @@ from npuwatch.widgets import format as fmt
 
 ChipKey = Tuple[int, int]
 
-#: Where a usage bar (memory, power against its rating) turns amber and red: a full HBM or a chip
-#: at its rated power is not a fault of the chip, so these colour the bar, not the chip's level.
-MEMORY_WARNING_SHARE, MEMORY_CRITICAL_SHARE = 0.8, 0.95
-POWER_WARNING_SHARE = 0.9
 #: An alert's severity as a level (an ``info`` alert is nothing wrong).
 _ALERT_LEVELS = {Severity.CRITICAL: Level.CRITICAL, Severity.WARNING: Level.WARNING, Severity.INFO: Level.OK}
 
@@ -60,13 +56,6 @@ def worst_health(healths: Sequence[Health]) -> Health:
     """The worst of ``healths`` by the judge's level of each (Critical before Alarm within it)."""
     order = list(Health)  # OK, Warning, Alarm, Critical, Unknown: DCMI's 0..3, then none
     return max(healths, key=lambda health: (health.level.rank, order.index(health)))
-
-
-def usage_level(share: Optional[float], warning: float, critical: Optional[float] = None) -> Level:
-    """The level of a usage bar at ``share`` (0..1) of its scale."""
-    if share is None or share < warning:
-        return Level.OK
-    return Level.CRITICAL if critical is not None and share >= critical else Level.WARNING
 
 
 class MetricCell(NamedTuple):
@@ -426,7 +415,7 @@ def _memory(chip: ChipSample, history: Optional[History], points: int) -> Metric
         tag=None if memory.kind else "MEM",
         text=text,
         fraction=share,
-        level=usage_level(share, MEMORY_WARNING_SHARE, MEMORY_CRITICAL_SHARE),
+        level=memory_bar_level(share),
         ceiling=float(total) if total else None,
         top_label=f"{fmt.gib(total, 0)} GiB" if total else "max",
         reason=_reason(chip, memory.used_metric, total_metric)
@@ -447,7 +436,7 @@ def _power(chip: ChipSample, history: Optional[History], points: int) -> MetricC
         "power_w",
         text=fmt.watts(value, rated),
         fraction=share,
-        level=usage_level(share, POWER_WARNING_SHARE),
+        level=power_bar_level(share),
         ceiling=rated,
         top_label=f"{rated:.0f} W" if rated else "max",
         reason=_reason(chip, "power_w"),

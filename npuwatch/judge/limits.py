@@ -88,6 +88,12 @@ class Thresholds:
     host_busy_percent: float = 80.0
     #: A chip source slower than this per read is worth a warning (the driver is busy).
     source_slow_s: float = 2.0
+    #: Where a usage bar turns amber and red (our defaults): memory at 80 % and 95 % of its
+    #: total, power at 90 % of the model's rating.  A full HBM (frameworks reserve it) or a chip at
+    #: its rated power is not a fault, so these colour the bar, never the chip's level.
+    memory_busy_share: float = 0.8
+    memory_full_share: float = 0.95
+    power_high_share: float = 0.9
 
     def temperature_limits_c(self, model_name: Optional[str]) -> Tuple[float, float]:
         """(warning, critical) in °C for a chip npu-smi names ``model_name``: the model's row, or

@@ -92,6 +92,18 @@ def temperature_level(chip: ChipSample, thresholds: Thresholds = DEFAULT_THRESHO
     return Level.WARNING if value >= warning_c else Level.OK
 
 
+def memory_bar_level(share: Optional[float], thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Level:
+    """The colour level of a memory bar at ``share`` (0..1) of its total; not the chip's level."""
+    if share is None or share < thresholds.memory_busy_share:
+        return Level.OK
+    return Level.CRITICAL if share >= thresholds.memory_full_share else Level.WARNING
+
+
+def power_bar_level(share: Optional[float], thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Level:
+    """The colour level of a power bar at ``share`` of the model's rated power; not the chip's level."""
+    return Level.WARNING if share is not None and share >= thresholds.power_high_share else Level.OK
+
+
 def held_memory(
     chip: ChipSample, processes: Sequence[NpuProcess], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> Optional[HeldMemory]:

@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from rich.text import Text
 
+from npuwatch.judge.rules import memory_bar_level
 from npuwatch.model import Health, Level
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets import view_model
@@ -87,7 +88,7 @@ def _spark_cell(value: Optional[float], top: float) -> str:
 def usage_style(percent: Optional[float]) -> str:
     """Memory-like usage (the host's memory): the view model's memory level, as a bar colour."""
     share = None if percent is None else percent / 100
-    level = view_model.usage_level(share, view_model.MEMORY_WARNING_SHARE, view_model.MEMORY_CRITICAL_SHARE)
+    level = memory_bar_level(share)
     return LEVEL_BAR_STYLES.get(level, CELL_BAR_STYLES["memory"])
 
 
