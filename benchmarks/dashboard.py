@@ -69,6 +69,7 @@ def measure_dashboard(
     tmux = ["tmux", "-L", socket]
     command = f"{script} --demo {scenario} --interval 1"
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
+    where = subprocess.run([*tmux, "display-message", "-p", "#{socket_path}"], capture_output=True, text=True)
     try:
         pane = subprocess.run([*tmux, "list-panes", "-F", "#{pane_pid}"], capture_output=True, text=True)
         dashboard = find_dashboard(int(pane.stdout.split()[0]), 30.0)
@@ -85,6 +86,8 @@ def measure_dashboard(
         raise RuntimeError(f"the dashboard ({script}) exited during the measurement") from None
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        if where.stdout.strip():  # tmux leaves the socket file of a killed server behind
+            Path(where.stdout.strip()).unlink(missing_ok=True)
     cpu_s = (after.user - before.user) + (after.system - before.system)
     return DashboardFigures(scenario, elapsed, 100 * cpu_s / elapsed, rss_peak / 2**20)
 
