@@ -215,3 +215,33 @@ def test_the_dashboard_colours_each_chip_card_by_its_level():
 
     asyncio.run(main())
     assert levels == {npu: case.level for npu, case in by_npu.items()}
+
+
+#: The doctor's words for the judge's levels: a warning warns, what fails `check` fails.
+DOCTOR_STATUS = {"ok": "pass", "warning": "warn", "critical": "fail", "unknown": "fail"}
+HEALTH_CASES = [name for name in CASES if name.startswith("health ")]
+
+
+@pytest.mark.parametrize("name", HEALTH_CASES)
+def test_the_doctors_chip_health_fails_exactly_where_check_does(name, tmp_path):
+    from npuwatch.doctor.checks import chip_health
+    from npuwatch.doctor.machine import Machine
+    from npuwatch.probes.sysroot import Sysroot
+
+    case = CASES[name]
+    reading = ChipReading(chips=(case.chip,), processes=case.processes, process_table=True)
+
+    class Crafted(Machine):
+        """The doctor's machine reading the crafted chip through its source."""
+
+        def info_table(self) -> ChipReading:
+            return reading
+
+        def with_error_codes(self, reading: ChipReading, budget_s: float) -> ChipReading:
+            return reading  # the crafted chip carries its codes already
+
+        def unreported_chips(self) -> None:
+            return None
+
+    finding = chip_health.run(Crafted(Sysroot(tmp_path), None))
+    assert finding.status.value == DOCTOR_STATUS[case.level], finding.summary
