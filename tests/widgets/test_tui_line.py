@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List
 
 import pytest
@@ -12,11 +13,12 @@ from rich.text import Span, Text
 from textual.strip import Strip
 
 from npuwatch.history import History
-from npuwatch.widgets.tui.chips import card_lines, compact_line
+from npuwatch.widgets.tui.chips import card_lines, card_strips, compact_line
 from npuwatch.widgets.tui.host_panel import host_lines
 from npuwatch.widgets.tui.line import text_strip
 from npuwatch.widgets.tui.processes import visible_rows
-from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot
+from npuwatch.widgets.view_model import chip_row
+from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot, simulated_snapshots
 
 BASES = (Style.null(), Style(color="grey82", bgcolor="grey11"), Style(bold=True, bgcolor="#202020"))
 
@@ -76,3 +78,29 @@ def test_fast_strip_equals_rich_rendering(base: Style, width: int) -> None:
         slow = reference_strip(text, console, width, base)
         assert list(fast) == list(slow), text.plain
         assert fast.cell_length == slow.cell_length == width
+
+
+@pytest.mark.parametrize("scenario", ["a3", "chip-alarm", "pcie-degraded", "950"])
+def test_card_strips_equal_the_card_lines_drawn(scenario: str) -> None:
+    """The chip cards cut their metric lines straight into segments: exactly what ``text_strip``
+    makes of ``card_lines`` (every chip of the scenario, bars at their edges, n/a cells, widths
+    and bases a card meets)."""
+    console = Console(color_system="truecolor", width=200)
+    snapshots = simulated_snapshots(scenario, 8)
+    history = History()
+    for snapshot in snapshots:
+        history.add(snapshot)
+    shares = (None, -0.5, 0.0, 0.01, 0.0624, 0.5, 0.93, 0.9999, 1.0, 1.7)
+    for chip in snapshots[-1].chips:
+        row = chip_row(chip)
+        for share in shares:
+            cells = tuple(cell._replace(fraction=share) for cell in row.metrics)
+            varied = dataclasses.replace(row, metrics=cells) if share != 0.5 else row
+            for width, base in ((38, BASES[0]), (47, BASES[1]), (99, BASES[2]), (20, BASES[1])):
+                fast = card_strips(chip, history, width, True, varied, console, width + 3, base)
+                slow = [
+                    text_strip(t, console, width + 3, base)
+                    for t in card_lines(chip, history, width, True, varied)
+                ]
+                assert [list(s) for s in fast] == [list(s) for s in slow], (chip.identity.key, share, width)
+                assert all(s.cell_length == width + 3 for s in fast)

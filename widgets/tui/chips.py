@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import List, Mapping, Optional, Sequence, Tuple
 
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.geometry import Size
 from textual.markup import escape
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
 
 from npuwatch.history import History
@@ -17,7 +22,7 @@ from npuwatch.model import ChipSample, Level
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.tui.line import TextLines
+from npuwatch.widgets.tui.line import TextLines, combined_style, fitted_strip, text_strip
 from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row, worst_health
 
 LABEL_WIDTH = 5  # "HBM  "
@@ -75,6 +80,14 @@ class ChipCard(TextLines, can_focus=True):
         if self.has_class("compact"):
             return [compact_line(self.chip, self.history, width, self.in_group, self.row)]
         return card_lines(self.chip, self.history, width, self.in_group, self.row)
+
+    def fresh_strips(self, width: int, base: Style) -> Optional[List[Strip]]:
+        if self.has_class("compact"):
+            return None
+        console = self.app.console
+        return card_strips(
+            self.chip, self.history, max(20, width), self.in_group, self.row, console, width, base
+        )
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         # The wide card is as tall as its lines: the title, the metrics, then one line per problem
@@ -159,25 +172,84 @@ def _title(row: ChipRow, in_group: bool) -> Text:
     return text
 
 
+def _widths(width: int) -> Tuple[int, int]:
+    """A card's bar and sparkline widths at ``width`` columns."""
+    room = width - 1 - LABEL_WIDTH - VALUE_WIDTH  # for the bar and the sparkline
+    bar_w = BAR_WIDTH if room - BAR_WIDTH >= MIN_SPARK_WIDTH else max(4, room - MIN_SPARK_WIDTH)
+    return bar_w, max(1, room - bar_w)
+
+
+def _head(chip: ChipSample, row: ChipRow, in_group: bool) -> Text:
+    head = _title(row, in_group)
+    head.append("  ")
+    head.append_text(render.badge(chip.health))
+    return head
+
+
 def card_lines(
     chip: ChipSample, history: History, width: int, in_group: bool, row: Optional[ChipRow] = None
 ) -> List[Text]:
     """The multi-line card (wide terminals): a line per cell of the chip's row, then its problems."""
     shown = row if row is not None else chip_row(chip)
     key = chip.identity.key
-    inner = width - 1
-    room = inner - LABEL_WIDTH - VALUE_WIDTH  # for the bar and the sparkline
-    bar_w = BAR_WIDTH if room - BAR_WIDTH >= MIN_SPARK_WIDTH else max(4, room - MIN_SPARK_WIDTH)
-    spark_w = max(1, room - bar_w)
-    head = _title(shown, in_group)
-    head.append("  ")
-    head.append_text(render.badge(chip.health))
-    lines = [head]
+    bar_w, spark_w = _widths(width)
+    lines = [_head(chip, shown, in_group)]
     for cell in shown.metrics:
         line = _metric_line(cell.tag, cell.fraction, bar_w, _card_value(cell), render.bar_style(cell))
         line.append_text(render.spark(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling))
         lines.append(line)
     return [*lines, *problem_lines(chip, width)]
+
+
+def card_strips(
+    chip: ChipSample,
+    history: History,
+    width: int,
+    in_group: bool,
+    row: ChipRow,
+    console: Console,
+    columns: int,
+    base: Style,
+) -> List[Strip]:
+    """``card_lines`` drawn ``columns`` wide over ``base``, segment for segment what ``text_strip``
+    makes of them, but the metric lines (four of a card's five change every second: the
+    sparklines scroll) are cut straight into segments, without building Rich Text."""
+    key = chip.identity.key
+    bar_w, spark_w = _widths(width)
+    strips = [text_strip(_head(chip, row, in_group), console, columns, base)]
+    for cell in row.metrics:
+        cells = render.spark_cells(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling)
+        strips.append(_metric_strip(cell, bar_w, cells, console, columns, base))
+    strips += [text_strip(line, console, columns, base) for line in problem_lines(chip, width)]
+    return strips
+
+
+def _metric_strip(
+    cell: MetricCell, bar_w: int, spark: str, console: Console, columns: int, base: Style
+) -> Strip:
+    """One metric line of a card as ``text_strip`` cuts ``_metric_line`` + its sparkline."""
+    value = _card_value(cell)
+    if cell.fraction is None:  # a dim track, or no bar: rare, so through Rich Text
+        line = _metric_line(cell.tag, cell.fraction, bar_w, value, render.bar_style(cell))
+        line.append(spark, style=render.SPARK_STYLE)
+        return text_strip(line, console, columns, base)
+    colour = render.bar_style(cell)
+    whole, partial = render.bar_cells(cell.fraction, bar_w)
+
+    def styled(text: str, *spans: str) -> Segment:  # the line's own style is bold, then the spans
+        return Segment(text, combined_style(console, base, ("bold", *spans)))
+
+    segments = [styled(f"{cell.tag:<{LABEL_WIDTH}}")]
+    if whole:
+        segments.append(styled("█" * whole, colour))
+    if whole < bar_w:
+        segments.append(styled(partial, colour, colour) if partial != " " else styled("·", colour, "dim"))
+        if bar_w - whole - 1:
+            segments.append(styled("·" * (bar_w - whole - 1), colour, "dim"))
+    segments.append(styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold" if value != fmt.NA else "dim"))
+    if spark:
+        segments.append(styled(spark, render.SPARK_STYLE))
+    return fitted_strip(segments, cell_len("".join(segment.text for segment in segments)), columns, base)
 
 
 #: How many of a chip's error codes its card lists (the detail screen shows them all).

@@ -45,6 +45,10 @@ class TextLines(Widget):
             self._drawn_for = None
             self.refresh()
             return
+        strips = self.fresh_strips(key[0], key[2])
+        if strips is not None:
+            self._take_strips(strips, key[0])
+            return
         texts = self.lines()
         if len(texts) != len(self._texts):
             self._draw(texts, key[0], key[2])
@@ -66,6 +70,27 @@ class TextLines(Widget):
         if changed:
             self.refresh(*changed)
 
+    def fresh_strips(self, width: int, base: Style) -> Optional[List[Strip]]:
+        """The content drawn straight to strips ``width`` wide over ``base``, for a widget that
+        can do so without Rich Text (a chip card: its lines change every second); None draws
+        ``lines()`` instead."""
+        return None
+
+    def _take_strips(self, strips: List[Strip], width: int) -> None:
+        """Show ``strips``, repainting only the lines that differ (an unchanged line keeps its
+        strip, and so its filtered form)."""
+        if len(strips) != len(self._strips):
+            self._texts, self._strips = [], strips
+            self.refresh()
+            return
+        changed = []
+        for y, (was, now) in enumerate(zip(self._strips, strips)):
+            if was != now:
+                self._strips[y] = now
+                changed.append(Region(0, y, width, 1))
+        if changed:
+            self.refresh(*changed)
+
     def _key(self) -> Tuple[int, bool, Style]:
         # The widget's own style (theme, focus) is drawn into the strips: a change redraws them.
         return (self.size.width, self.has_class("compact"), self.visual_style.rich_style)
@@ -79,7 +104,11 @@ class TextLines(Widget):
         width = self.size.width
         key = self._key()
         if self._drawn_for != key:
-            self._draw(self.lines(), width, key[2])
+            strips = self.fresh_strips(width, key[2])
+            if strips is None:
+                self._draw(self.lines(), width, key[2])
+            else:
+                self._texts, self._strips = [], strips
             self._drawn_for = key
         return self._strips[y] if y < len(self._strips) else Strip.blank(width, key[2])
 
@@ -144,7 +173,17 @@ def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
         if len(_LAYOUTS) > _CACHE_MAX:  # a hostile stream of lines cannot grow it past this
             _LAYOUTS.clear()
     segments = [Segment(plain[left:right], style) for left, right, style in layout]
-    return Strip(segments, cell_len(plain)).adjust_cell_length(width, base)
+    return fitted_strip(segments, cell_len(plain), width, base)
+
+
+def fitted_strip(segments: List[Segment], length: int, width: int, base: Style) -> Strip:
+    """``Strip(segments, length).adjust_cell_length(width, base)`` without the intermediate strip
+    when the line fits (each Strip builds seven caches; the dashboard makes ~100 a second)."""
+    if length > width:
+        return Strip(segments, length).adjust_cell_length(width, base)
+    if length < width:
+        segments.append(Segment(" " * (width - length), base))
+    return Strip(segments, width)
 
 
 #: (console, base, Text style, length, spans) → the line's cuts: a card's lines keep their spans
@@ -170,6 +209,12 @@ _StyleKey = Tuple[Console, Style, Tuple[Union[str, Style], ...]]
 _COMBINED: Dict[_StyleKey, Style] = {}
 #: The dashboard draws a few dozen style combinations and a few hundred layouts: no cache grows past this.
 _CACHE_MAX = 4096
+
+
+def combined_style(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:
+    """``base`` + ``styles`` in order: the style ``text_strip`` gives a segment under those styles
+    (a Text's own style, then each span over the segment)."""
+    return _combined(console, base, styles)
 
 
 def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:

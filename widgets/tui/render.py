@@ -59,22 +59,36 @@ def bar(fraction: Optional[float], width: int, style: str = "green") -> Text:
     """A horizontal bar ``width`` cells wide, in eighths; ``None`` gives a dim empty track."""
     if fraction is None:
         return Text("·" * width, style="dim")
-    filled = max(0.0, min(1.0, fraction)) * width
-    whole = int(filled)
+    whole, partial = bar_cells(fraction, width)
     text = Text("█" * whole, style=style)
     if whole < width:
-        partial = _EIGHTHS[int((filled - whole) * 8)]
         text.append(partial if partial != " " else "·", style=style if partial != " " else "dim")
         text.append("·" * (width - whole - 1), style="dim")
     return text
 
 
+def bar_cells(fraction: float, width: int) -> Tuple[int, str]:
+    """How many whole cells a bar fills, and the eighth after them (``" "`` for none)."""
+    filled = max(0.0, min(1.0, fraction)) * width
+    whole = int(filled)
+    return whole, _EIGHTHS[int((filled - whole) * 8)] if whole < width else ""
+
+
+#: The sparklines' colour.
+SPARK_STYLE = "cyan"
+
+
 def spark(values: Sequence[Optional[float]], width: int, ceiling: Optional[float] = None) -> Text:
     """The last ``width`` values as ``▁▂▃▅▇``; a ``None`` (a gap, or a stale tick) is a blank."""
+    return Text(spark_cells(values, width, ceiling), style=SPARK_STYLE)
+
+
+def spark_cells(values: Sequence[Optional[float]], width: int, ceiling: Optional[float] = None) -> str:
+    """``spark``'s characters, right-aligned in ``width``."""
     shown = list(values)[-width:]
     top = ceiling if ceiling else max((v for v in shown if v is not None), default=0.0) or 1.0
     cells = "".join([_spark_cell(value, top) for value in shown])
-    return Text(" " * (width - len(shown)) + cells, style="cyan")
+    return " " * (width - len(shown)) + cells
 
 
 @lru_cache(maxsize=4096)
