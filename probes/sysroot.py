@@ -28,6 +28,9 @@ from typing import Mapping, Optional, Union
 
 PathLike = Union[str, PurePosixPath]
 
+#: The live machine's root (``Sysroot.is_live`` compares with it on every read).
+_LIVE_ROOT = Path("/")
+
 #: How a machine file is opened: never waits for a writer (a FIFO), never becomes our terminal.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
@@ -78,7 +81,7 @@ class Sysroot:
     @property
     def is_live(self) -> bool:
         """True when this is the running machine (root ``/``), not a tree."""
-        return self.root == Path("/")
+        return self.root == _LIVE_ROOT
 
     def path(self, absolute: PathLike) -> Path:
         """The real path of the machine path ``absolute`` (``/etc/x`` → ``<root>/etc/x``)."""

@@ -40,13 +40,24 @@ def _process_keys(header: Optional[Row]) -> List[Tuple[str, ...]]:
     return keys
 
 
+#: Good process rows already read, by (cell keys, cells): a running job prints the same rows every
+#: tick.  Only rows that gave a process without a warning are kept (a warning names its line).
+_KNOWN: Dict[Tuple[Tuple[Tuple[str, ...], ...], Tuple[str, ...]], NpuProcess] = {}
+#: The cache is emptied when it holds this many rows.
+_KNOWN_MAX = 4096
+
+
 def read_processes(
     rows: List[Row], header: Optional[Row], warnings: List[str]
 ) -> Tuple[List[NpuProcess], List[int]]:
-    keys = _process_keys(header)
+    keys = tuple(_process_keys(header))
     processes: List[NpuProcess] = []
     idle: List[int] = []
     for row in rows:
+        known = _KNOWN.get((keys, row.cells))
+        if known is not None:
+            processes.append(known)
+            continue
         joined = " ".join(row.cells)
         none_found = NO_PROCESS_RE.search(joined)
         if none_found:
@@ -70,6 +81,9 @@ def read_processes(
             )
         else:
             processes.append(process)
+            if len(_KNOWN) >= _KNOWN_MAX:
+                _KNOWN.clear()
+            _KNOWN[(keys, row.cells)] = process
     return processes, idle
 
 

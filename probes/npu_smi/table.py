@@ -175,7 +175,26 @@ def _values(cell: str) -> List[str]:
     return out
 
 
+#: ``_assign`` results by (header fields, header starts, cell text): most cells (NPU and name,
+#: health, chip, Bus-Id) print the same text every tick.  The dicts are shared: never mutated.
+_ASSIGNED: Dict[Tuple[Tuple[str, ...], Tuple[int, ...], str], Dict[str, str]] = {}
+#: The cache is emptied when it reaches this many cells (the changing value cells fill it).
+_ASSIGNED_MAX = 4096
+
+
 def _assign(header: HeaderCell, cell: str) -> Dict[str, str]:
+    """``_assign_cell``, remembered per header cell and cell text (the caller must not mutate it)."""
+    key = (header.keys, header.starts, cell)
+    known = _ASSIGNED.get(key)
+    if known is None:
+        known = _assign_cell(header, cell)
+        if len(_ASSIGNED) >= _ASSIGNED_MAX:
+            _ASSIGNED.clear()
+        _ASSIGNED[key] = known
+    return known
+
+
+def _assign_cell(header: HeaderCell, cell: str) -> Dict[str, str]:
     """Map a data cell's values to the header cell's fields.
 
     Values and fields pair up in order.  A name (the last field of ``NPU Name``) may hold
@@ -253,20 +272,11 @@ def _row_fields(row: Row, header: Tuple[HeaderCell, ...], warnings: List[str]) -
 def _chip(
     fields: Dict[str, str], declared: FrozenSet[str], line_no: int, warnings: List[str]
 ) -> Optional[ChipSample]:
-    npu_id = to_int(fields.get("npu"))
-    if npu_id is None:
+    identity = _identity(fields)
+    if identity is None:
         warnings.append(f"line {line_no}: no readable NPU ID; chip skipped")
         return None
-    chip_id = to_int(fields.get("chip"))
     notes: Dict[str, MetricNote] = {}
-    identity = ChipIdentity(
-        npu_id=npu_id,
-        chip_id=0 if chip_id is None else chip_id,
-        name=to_text(fields.get("name")),
-        bus_id=to_text(fields.get("bus")),
-        phy_id=to_int(fields.get("phy")),
-        device_id=to_int(fields.get("device")),
-    )
     reader = _MetricReader(fields, declared, notes)
     hugepages = reader.pair("hugepages", ("hugepages_used", "hugepages_total"))
     memory = reader.pair("memory", ("memory_used_mib", "memory_total_mib"))
@@ -286,6 +296,42 @@ def _chip(
         hugepages_total=hugepages[1],
         notes=notes,
     )
+
+
+_IdentityKey = Tuple[Optional[str], Optional[str], Optional[str], Optional[str], Optional[str], Optional[str]]
+#: Identities already read, by their printed fields (the same every tick); emptied at 4096.
+_IDENTITIES: Dict[_IdentityKey, ChipIdentity] = {}
+
+
+def _identity(fields: Dict[str, str]) -> Optional[ChipIdentity]:
+    """The chip's identity from its printed fields; ``None`` without a readable NPU ID."""
+    key = (
+        fields.get("npu"),
+        fields.get("chip"),
+        fields.get("name"),
+        fields.get("bus"),
+        fields.get("phy"),
+        fields.get("device"),
+    )
+    known = _IDENTITIES.get(key)
+    if known is not None:
+        return known
+    npu_id = to_int(key[0])
+    if npu_id is None:
+        return None
+    chip_id = to_int(key[1])
+    identity = ChipIdentity(
+        npu_id=npu_id,
+        chip_id=0 if chip_id is None else chip_id,
+        name=to_text(key[2]),
+        bus_id=to_text(key[3]),
+        phy_id=to_int(key[4]),
+        device_id=to_int(key[5]),
+    )
+    if len(_IDENTITIES) >= _ASSIGNED_MAX:
+        _IDENTITIES.clear()
+    _IDENTITIES[key] = identity
+    return identity
 
 
 _ABSENT_COLUMN = {
