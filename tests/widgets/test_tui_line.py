@@ -16,7 +16,7 @@ from npuwatch.history import History
 from npuwatch.widgets.tui.chips import card_lines, card_strips, compact_line
 from npuwatch.widgets.tui.host_panel import host_lines
 from npuwatch.widgets.tui.line import text_strip
-from npuwatch.widgets.tui.processes import visible_rows
+from npuwatch.widgets.tui.processes import row_strip, visible_rows
 from npuwatch.widgets.view_model import chip_row
 from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot, simulated_snapshots
 
@@ -104,3 +104,25 @@ def test_card_strips_equal_the_card_lines_drawn(scenario: str) -> None:
                 ]
                 assert [list(s) for s in fast] == [list(s) for s in slow], (chip.identity.key, share, width)
                 assert all(s.cell_length == width + 3 for s in fast)
+
+
+@pytest.mark.parametrize("base", BASES, ids=["null", "colours", "bold-bg"])
+def test_process_row_strips_equal_the_rows_drawn(base: Style) -> None:
+    """The process table cuts each row straight into segments: exactly what ``text_strip`` makes of
+    the row joined as one Text (own rows bold, others plain, a process the host cannot see)."""
+    console = Console(color_system="truecolor", width=200)
+    snapshots = [capture_snapshot("100"), *simulated_snapshots("910b-training", 2)]
+    rows = [row for snapshot in snapshots for row in visible_rows(snapshot.processes, 0, "", ME, 0.0)]
+    hidden = dataclasses.replace(snapshots[0].processes[0], host=None)
+    rows += visible_rows((hidden,), 0, "", ME, 0.0)
+    widths = [max(len(row[i].plain) for row in rows) + 1 for i in range(len(rows[0]))]
+    for row in rows:
+        line = Text()
+        for cell, column in zip(row, widths):
+            line.append(" ")
+            line.append_text(cell)
+            line.append(" " * (column - len(cell.plain) + 1))
+        for width in (40, 200):
+            fast = row_strip(row, widths, console, width, base)
+            assert list(fast) == list(text_strip(line, console, width, base)), line.plain
+            assert fast.cell_length == width

@@ -6,16 +6,19 @@ import getpass
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.events import Click
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
 from npuwatch.text_safety import inert
-from npuwatch.widgets.tui.line import text_strip
+from npuwatch.widgets.tui.line import combined_style, fitted_strip, text_strip
 from npuwatch.widgets.view_model import process_row
 
 COLUMNS = ("NPU", "Chip", "PID", "User", "NPU mem", "%CPU", "RSS", "Elapsed", "Command")
@@ -59,6 +62,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._header = Strip.blank(0)
         self._drawn_for: Optional[Tuple[int, Style]] = None  # (width, widget style) of the strips
         self._column_starts: List[int] = []
+        self._frame: Optional[Tuple[int, Style, int]] = None  # (width, style, scroll) while rendering
 
     def on_mount(self) -> None:
         self._retitle()
@@ -117,24 +121,28 @@ class ProcessTable(ScrollView, can_focus=True):
                 f" {name:<{widths[i]}} ", style="bold underline" if name == SORTS[self.sort_index][0] else ""
             )
         self._header = text_strip(header, console, width, base)
-        self._strips = []
-        for row in self.rows:
-            line = Text()
-            for i, cell in enumerate(row):
-                line.append(" ")
-                line.append_text(cell)
-                line.append(" " * (widths[i] - len(cell.plain) + 1))
-            self._strips.append(text_strip(line, console, width, base))
+        self._strips = [row_strip(row, widths, console, width, base) for row in self.rows]
         self._drawn_for = (width, base)
 
+    def render_lines(self, crop: Region) -> List[Strip]:
+        # The width, style and scroll position once for the lines textual asks for, not per line.
+        self._frame = (self.size.width, self.visual_style.rich_style, self.scroll_offset.y)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        base = self.visual_style.rich_style
+        width, base, top = self._frame or (
+            self.size.width,
+            self.visual_style.rich_style,
+            self.scroll_offset.y,
+        )
         if self._drawn_for != (width, base):
             self._draw(width, base)
         if y == 0:
             return self._header
-        index = y - 1 + self.scroll_offset.y
+        index = y - 1 + top
         if 0 <= index < len(self._strips):
             return self._strips[index]
         return Strip.blank(width, base)
@@ -147,6 +155,36 @@ class ProcessTable(ScrollView, can_focus=True):
         names = [name for name, _, _ in SORTS]
         if COLUMNS[column] in names:
             self.sort_by(names.index(COLUMNS[column]))
+
+
+def row_strip(row: Sequence[Text], widths: Sequence[int], console: Console, width: int, base: Style) -> Strip:
+    """A table row ``width`` cells wide over ``base``: each cell after a space, padded to its
+    column's width; segment for segment what ``text_strip`` makes of the row joined as one Text
+    (the unstyled stretches between styled cells are one segment), without building that Text."""
+    if any(cell.spans for cell in row):  # a command with its reason (a process the host cannot see)
+        line = Text()
+        for cell, column in zip(row, widths):
+            line.append(" ")
+            line.append_text(cell)
+            line.append(" " * (column - len(cell.plain) + 1))
+        return text_strip(line, console, width, base)
+    plain = combined_style(console, base, ("",))
+    segments: List[Segment] = []
+    loose: List[str] = []  # unstyled text not yet in a segment
+    for cell, column in zip(row, widths):
+        text = cell.plain
+        loose.append(" ")
+        if cell.style and text:
+            segments.append(Segment("".join(loose), plain))
+            segments.append(Segment(text, combined_style(console, base, ("", cell.style))))
+            loose = []
+        else:
+            loose.append(text)
+        loose.append(" " * (column - len(text) + 1))
+    tail = "".join(loose)
+    if tail:
+        segments.append(Segment(tail, plain))
+    return fitted_strip(segments, sum(cell_len(segment.text) for segment in segments), width, base)
 
 
 def visible_rows(
