@@ -9,7 +9,7 @@ a chip's detail screen as a card does.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence, Tuple
 
 from rich.style import Style
 from textual.binding import Binding
@@ -18,9 +18,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from npuwatch.history import History
+from npuwatch.judge import Judgement
 from npuwatch.model import ChipSample
 from npuwatch.widgets.tui.chips import ChipCard, compact_line
 from npuwatch.widgets.tui.line import text_strip
+from npuwatch.widgets.view_model import ChipRow, chip_row
 
 #: Above this many chips the dashboard shows the ChipList instead of a card widget per chip.
 HUGE_CHIPS = 256
@@ -43,11 +45,14 @@ class ChipList(ScrollView, can_focus=True):
         super().__init__(id="chip-list")
         self.history = history
         self.chips: Sequence[ChipSample] = ()
+        self.judgements: Mapping[Tuple[int, int], Judgement] = {}
         self.cursor = 0
 
-    def show(self, chips: Sequence[ChipSample]) -> None:
-        """Show a newer sample (any number of chips); the cursor stays on its row."""
+    def show(self, chips: Sequence[ChipSample], judgements: Mapping[Tuple[int, int], Judgement]) -> None:
+        """Show a newer sample (any number of chips) with the judge's verdicts on its chips
+        (``judge_snapshot``: each chip with the processes listed on it); the cursor stays on its row."""
         self.chips = chips
+        self.judgements = judgements
         self.cursor = min(self.cursor, max(0, len(chips) - 1))
         self.virtual_size = Size(self.size.width, len(chips))
         self.refresh()
@@ -58,10 +63,15 @@ class ChipList(ScrollView, can_focus=True):
         base = self.rich_style
         if not 0 <= index < len(self.chips):
             return Strip.blank(width, base)
-        text = compact_line(self.chips[index], self.history, max(20, width), False)
+        text = compact_line(self.chips[index], self.history, max(20, width), False, self.row(index))
         if index == self.cursor and self.has_focus:
             base = base + Style(reverse=True)
         return text_strip(text, self.app.console, width, base)
+
+    def row(self, index: int) -> ChipRow:
+        """Chip ``index`` as the view model shows it, with the judge's verdict on it."""
+        chip = self.chips[index]
+        return chip_row(chip, judgement=self.judgements.get(chip.identity.key))
 
     def action_cursor(self, step: int) -> None:
         self._move_to(self.cursor + step)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -216,12 +216,23 @@ def card_strips(
     sparklines scroll) are cut straight into segments, without building Rich Text."""
     key = chip.identity.key
     bar_w, spark_w = _widths(width)
-    strips = [text_strip(_head(chip, row, in_group), console, columns, base)]
+    head_key = (row.identity, row.stale, chip.health, in_group, console, columns, base)
+    head = _HEADS.get(head_key)
+    if head is None:  # a card's title line changes only with its chip's identity, health or staleness
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[head_key] = text_strip(_head(chip, row, in_group), console, columns, base)
+    strips = [head]
     for cell in row.metrics:
         cells = render.spark_cells(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling)
         strips.append(_metric_strip(cell, bar_w, cells, console, columns, base))
     strips += [text_strip(line, console, columns, base) for line in problem_lines(chip, width)]
     return strips
+
+
+#: The title lines drawn, by what they show and how: sixteen cards keep theirs from one second to the next.
+_HEADS: Dict[Tuple[object, ...], Strip] = {}
+_HEADS_MAX = 1024
 
 
 def _metric_strip(
