@@ -36,6 +36,8 @@ class History:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._series: Dict[Tuple[ChipKey, str], Deque[Point]] = {}
+        # Per chip, its series in HISTORY_METRICS order (what ``add`` appends to every tick).
+        self._rows: Dict[ChipKey, List[Tuple[str, Deque[Point]]]] = {}
 
     @classmethod
     def for_span(cls, interval_s: float, span_s: float = HISTORY_S) -> History:
@@ -47,20 +49,34 @@ class History:
         t = snapshot.taken_at.timestamp()
         with self._lock:
             for chip in snapshot.chips:
-                for metric in HISTORY_METRICS:
-                    key = (chip.identity.key, metric)
-                    series = self._series.get(key)
-                    if series is None:
-                        series = self._series[key] = deque(maxlen=self.capacity)
+                notes = chip.notes
+                for metric, series in self._row(chip.identity.key):
                     # A stale value is a repeat, not a measurement: graph it as a gap.
-                    note = chip.notes.get(metric)
-                    stale = note is not None and note.status is MetricStatus.STALE
-                    series.append((t, None if stale else chip.metric(metric)))
+                    note = notes.get(metric) if notes else None
+                    if note is not None and note.status is MetricStatus.STALE:
+                        series.append((t, None))
+                    else:
+                        value = getattr(chip, metric)
+                        series.append((t, None if value is None else float(value)))
+
+    def _row(self, chip: ChipKey) -> List[Tuple[str, Deque[Point]]]:
+        """The chip's series, created when it first appears (call with the lock held)."""
+        row = self._rows.get(chip)
+        if row is None:
+            row = []
+            for metric in HISTORY_METRICS:
+                series = self._series.get((chip, metric))
+                if series is None:
+                    series = self._series[(chip, metric)] = deque(maxlen=self.capacity)
+                row.append((metric, series))
+            self._rows[chip] = row
+        return row
 
     def clear(self) -> None:
         """Forget every point (a replay that seeks back rebuilds its history)."""
         with self._lock:
             self._series.clear()
+            self._rows.clear()
 
     def series(self, chip: ChipKey, metric: str) -> List[Point]:
         """The stored points of one chip's metric, oldest first (empty when unknown)."""

@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_source import ChipSource, SourceReading
@@ -70,6 +70,7 @@ class Sampler:
         self._tracker = ChipTracker(source_name=source.probe_name)
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
         self._links: Mapping[str, PcieLink] = {}
+        self._bus_links: Dict[str, Optional[PcieLink]] = {}  # npu-smi's Bus-Id → its link, per scan
         self._has: Optional[MachineChips] = None  # the chips the machine has, with the PCI scan
         self._in_container: Optional[bool] = None
         self._versions: Optional[Tuple[Versions, float]] = None
@@ -182,6 +183,7 @@ class Sampler:
                 report = ProbeReport("sysfs", MetricStatus.OK, time.monotonic() - started, message, found)
             self._pci = (inventory, mono, report)
             self._links = {f.bdf.lower(): f.link for f in inventory.functions}
+            self._bus_links = {}
             self._has = self._guard("devices", [], lambda: self._machine_chips(sysroot, inventory), None)
         probes.append(self._pci[2])
         return self._pci[0]
@@ -204,8 +206,14 @@ class Sampler:
         return (f"{problem.message} — {problem.hint}",)
 
     def _with_pcie(self, chip: ChipSample) -> ChipSample:
-        bdf = normalize_bdf(chip.identity.bus_id)
-        link = self._links.get(bdf) if bdf else None
+        bus_id = chip.identity.bus_id
+        if bus_id is None or not self._links:
+            return chip
+        if bus_id in self._bus_links:
+            link = self._bus_links[bus_id]
+        else:
+            bdf = normalize_bdf(bus_id)
+            link = self._bus_links[bus_id] = self._links.get(bdf) if bdf else None
         return chip if link is None else replace(chip, pcie=link)
 
     def _versions_now(self, outcome: SourceReading, mono: float, probes: List[ProbeReport]) -> Versions:

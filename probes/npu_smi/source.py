@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
 
 from npuwatch.chip_source import ChipReading, SourceReading
-from npuwatch.model import ChipError, Health
+from npuwatch.model import ChipError, ChipIdentity, Health
 from npuwatch.probes.npu_smi import (
     FailureKind,
     NpuSmi,
@@ -34,6 +34,8 @@ PROBE_NAME = "npu-smi"
 MAPPING_REFRESH_S = 300.0
 #: How often the error codes of a chip that stays not OK are asked again (a new fault may add one).
 ERRORS_REFRESH_S = 60.0
+#: How many identities with their logic IDs are remembered (a machine has at most a few hundred chips).
+_MAX_IDENTITIES = 4096
 #: Under a time budget, a query needs at least this much of it left to be worth starting.
 _MIN_QUERY_S = 0.05
 
@@ -68,6 +70,9 @@ class NpuSmiSource:
         self.errors_budget_s = errors_budget_s
         self._clock = clock
         self._mapping: Optional[Tuple[Dict[Tuple[int, int], int], float]] = None
+        # Each printed identity with its logic ID set, built once per mapping (the table's
+        # identities repeat every tick).
+        self._with_ids: Dict[ChipIdentity, ChipIdentity] = {}
         # Per chip not OK: the health its codes were asked for, when, and the codes.
         self._errors: Dict[Tuple[int, int], Tuple[Health, float, Tuple[ChipError, ...]]] = {}
         #: The last ``npu-smi info`` call as it came: its output, or the explained failure (the
@@ -143,16 +148,25 @@ class NpuSmiSource:
         now = self._clock()
         if self._mapping is None or now - self._mapping[1] >= MAPPING_REFRESH_S:
             self._mapping = (self._logic_ids(), now)
+            self._with_ids = {}
         ids = self._mapping[0]
         if not ids:
             return reading
         chips = tuple(
-            replace(chip, identity=replace(chip.identity, logic_id=ids[chip.identity.key]))
+            replace(chip, identity=self._with_id(chip.identity, ids[chip.identity.key]))
             if chip.identity.key in ids
             else chip
             for chip in reading.chips
         )
         return replace(reading, chips=chips)
+
+    def _with_id(self, identity: ChipIdentity, logic_id: int) -> ChipIdentity:
+        known = self._with_ids.get(identity)
+        if known is None or known.logic_id != logic_id:
+            if len(self._with_ids) >= _MAX_IDENTITIES:
+                self._with_ids = {}
+            known = self._with_ids[identity] = replace(identity, logic_id=logic_id)
+        return known
 
     def _logic_ids(self) -> Dict[Tuple[int, int], int]:
         from npuwatch.probes.npu_smi.lists import parse_mapping
