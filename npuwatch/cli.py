@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
-import threading
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
 from npuwatch.errors import UsageError
 from npuwatch.feeds import FeedOptions, scenario_listing, shared_options
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
+from npuwatch.termination import raise_on_termination
 from npuwatch.text_safety import can_encode, guard_streams, inert
 
 EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
@@ -97,7 +96,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     words = _demo_before_subcommand(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser(words)
     verbose = "--verbose" in words
-    _exit_cleanly_on_termination()
+    raise_on_termination()  # SIGTERM/SIGHUP unwind like Ctrl-C: the demo's tree is removed
     guard_streams()  # an ASCII stdout (C locale) prints stand-ins for ✔ ° ·, never UnicodeEncodeError
     try:
         args = parser.parse_args(words)
@@ -140,24 +139,6 @@ def _demo_before_subcommand(words: List[str]) -> List[str]:
         if word == "--demo" and (words[i + 1] in _COMMANDS or words[i + 1] in _LAZY_COMMANDS):
             return [*words[: i + 1], DEFAULT_SCENARIO, *words[i + 1 :]]
     return words
-
-
-def _exit_cleanly_on_termination() -> None:
-    """SIGTERM/SIGHUP (docker stop, a closed terminal) unwind like Ctrl-C, so the demo's tree is removed.
-
-    Every npu-smi (or other child) still running is killed first: a thread blocked on one returns,
-    and nothing npuwatch started outlives it (the runner's exit hook kills what starts after).
-    """
-
-    def stop(signum: int, _frame: object) -> None:
-        from npuwatch.probes.runner import kill_all
-
-        kill_all()
-        raise SystemExit(128 + signum)
-
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name) and threading.current_thread() is threading.main_thread():
-            signal.signal(getattr(signal, name), stop)
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
 from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
+from npuwatch.termination import call_on_termination
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
 from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
@@ -584,7 +585,10 @@ def run_dashboard(options: FeedOptions) -> int:
     options, banner = demo_fallback(options)
     with open_feed(options) as sampler:
         app = NpuwatchApp(sampler, banner=banner.strip())
-        app.run()
+        # A signal asks the app to exit from its loop, so textual restores the terminal and stops
+        # its driver's threads (a SystemExit raised mid-loop could leave them running).
+        with call_on_termination(lambda code: app.exit(return_code=code)):
+            app.run()
     if app.crash is not None:  # the terminal is restored by now: one line, the traceback in a file
         print(crash_line(app.crash, "the dashboard"), file=sys.stderr)
         return EXIT_INTERNAL

@@ -1,0 +1,77 @@
+"""Provides how npuwatch ends on SIGTERM, SIGHUP and SIGINT: children first, then the command.
+
+Every command unwinds like Ctrl-C (``raise_on_termination``), so a demo's tree is removed and
+nothing npuwatch started outlives it.  A textual app must not be unwound that way: a SystemExit
+raised by a handler lands wherever the event loop happens to be, and when it escapes the app's
+run loop textual never stops its driver, whose input and writer threads are not daemons — the
+process then cannot exit (seen under load: a dashboard alive minutes after SIGTERM, its input
+thread spinning on the closed terminal).  ``call_on_termination`` lets the dashboard ask its app
+to exit from the loop itself instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Callable, Iterator, List, Tuple
+
+#: The signals that end npuwatch: docker stop / kill, a closed terminal, Ctrl-C from outside.
+SIGNAL_NAMES = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+def _kill_children() -> None:
+    from npuwatch.probes.runner import kill_all
+
+    kill_all()  # a thread blocked on a hung npu-smi returns at once
+
+
+def raise_on_termination() -> None:
+    """From now on SIGTERM and SIGHUP kill every child, then raise ``SystemExit(128 + signum)``
+    (Python's own SIGINT already raises KeyboardInterrupt).  Main thread only."""
+
+    def stop(signum: int, _frame: object) -> None:
+        _kill_children()
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), stop)
+
+
+@contextlib.contextmanager
+def call_on_termination(stop: Callable[[int], None]) -> Iterator[None]:
+    """While inside, a terminating signal kills every child and then calls ``stop(128 + signum)``
+    on the running event loop (woken at once), instead of raising; a second signal while it
+    stops exits at once.  Outside the main thread (where handlers cannot be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping: List[bool] = []
+
+    def handle(signum: int, _frame: object) -> None:
+        _kill_children()
+        code = 128 + signum
+        if stopping:
+            os._exit(code)  # the second signal: the user insists, and the first could not end it
+        stopping.append(True)
+        import asyncio  # loaded already by the app that runs the loop; `check` never gets here
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not inside the loop (before it started or after it ended)
+            raise SystemExit(code) from None
+        loop.call_soon_threadsafe(stop, code)
+
+    previous: List[Tuple[int, object]] = []
+    for name in SIGNAL_NAMES:
+        if hasattr(signal, name):
+            number = getattr(signal, name)
+            previous.append((number, signal.signal(number, handle)))
+    try:
+        yield
+    finally:
+        for number, handler in previous:
+            signal.signal(number, handler)  # type: ignore[arg-type]
