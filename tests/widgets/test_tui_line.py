@@ -126,3 +126,45 @@ def test_process_row_strips_equal_the_rows_drawn(base: Style) -> None:
             fast = row_strip(row, widths, console, width, base)
             assert list(fast) == list(text_strip(line, console, width, base)), line.plain
             assert fast.cell_length == width
+
+
+def test_a_changed_process_row_is_what_the_screen_shows() -> None:
+    """The process table repaints only the rows that changed: each lands on its own screen line
+    (the border above the header offsets them), and the unchanged lines stay right."""
+    import asyncio
+
+    from npuwatch.widgets.tui.app import NpuwatchApp
+    from npuwatch.widgets.tui.processes import ProcessTable
+    from tests.widgets.fakes import FakeSampler, wait_for
+
+    first = capture_snapshot("100")
+    host = first.processes[1].host
+    assert host is not None
+    busier = dataclasses.replace(
+        first.processes[1], host=dataclasses.replace(host, cpu_percent=86.0)
+    )  # as wide as its 17 %: the columns stay
+    second = dataclasses.replace(first, processes=(first.processes[0], busier, *first.processes[2:]))
+    app = NpuwatchApp(FakeSampler([first], interval_s=3600.0))
+    seen = {}
+
+    async def main() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            assert await wait_for(pilot, lambda: app.snapshot is not None), "no first sample"
+            await pilot.pause()
+            app.show(first)  # laid out and drawn: the next sample repaints only what changed
+            await pilot.pause()
+            app.show(second)
+            await pilot.pause()
+            table = app.query_one(ProcessTable)
+            top = table.region.y
+            lines = [strip.text for strip in app.screen._compositor.render_strips()]
+            seen["screen"] = lines[top : top + 1 + 1 + table.row_count]
+            seen["rows"] = [" ".join(table.get_row_at(i)) for i in range(table.row_count)]
+
+    asyncio.run(main())
+    screen = seen["screen"]
+    assert screen[0].lstrip("─ ").startswith("Processes"), screen[0]
+    assert screen[1].split()[:3] == ["NPU", "Chip", "PID"]
+    for row, line in zip(seen["rows"], screen[2:]):
+        assert line.split() == row.split(), (row, line)
+    assert any("86%" in line for line in screen[2:])

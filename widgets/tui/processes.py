@@ -83,10 +83,31 @@ class ProcessTable(ScrollView, can_focus=True):
             self.now_s = now_s
         now = self.now_s if self.now_s is not None else time.time()
         self.rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
-        self.virtual_size = Size(self.size.width, len(self.rows) + 1)
-        self._drawn_for = None
+        width = self.size.width
+        self.virtual_size = Size(width, len(self.rows) + 1)
         self._retitle()
-        self.refresh()
+        self._repaint((width, self.visual_style.rich_style))
+
+    def _repaint(self, frame: Tuple[int, Style]) -> None:
+        """Draw the rows now and repaint the lines that changed: the border and its title, the
+        column header and the blank lines under the rows mostly stay as they are."""
+        drawn, header, strips = self._drawn_for, self._header, self._strips
+        if drawn != frame:  # never drawn, resized or restyled: all of it, when it is painted
+            self._drawn_for = None
+            self.refresh()
+            return
+        self._draw(*frame)
+        if self._header != header or len(self._strips) != len(strips):  # columns or rows moved
+            self.refresh()
+            return
+        top = self.scroll_offset.y
+        changed = [
+            Region(0, 1 + index - top, frame[0], 1)
+            for index, (was, now) in enumerate(zip(strips, self._strips))
+            if was != now
+        ]
+        if changed:
+            self.refresh(*changed)
 
     def next_sort(self) -> None:
         """Cycle to the next sort order."""
@@ -106,7 +127,9 @@ class ProcessTable(ScrollView, can_focus=True):
         name, _, descending = SORTS[self.sort_index]
         arrow = "▼" if descending else "▲"
         shown = f" · filter “{self.filter_text}”" if self.filter_text else ""
-        self.border_title = f"Processes ({len(self.processes)}) · sort {name} {arrow}{shown}"
+        title = f"Processes ({len(self.processes)}) · sort {name} {arrow}{shown}"
+        if title != self.border_title:  # setting it repaints the whole table, even to the same words
+            self.border_title = title
 
     def _draw(self, width: int, base: Style) -> None:
         widths = [
