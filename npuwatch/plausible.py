@@ -26,8 +26,9 @@ def plausible(chip: ChipSample) -> Tuple[ChipSample, Tuple[str, ...]]:
     """``chip`` with its impossible values made unavailable, and a warning naming them (or none)."""
     reasons: Dict[str, str] = {}
     for metric, (low, high, unit) in _RANGES.items():
-        value = chip.metric(metric)
-        if value is not None and ((low is not None and value < low) or (high is not None and value > high)):
+        raw = getattr(chip, metric)  # every tick, every chip: no float() unless it is out of range
+        if raw is not None and ((low is not None and raw < low) or (high is not None and raw > high)):
+            value = float(raw)
             reasons[metric] = f"implausible value {value:g} {unit} (outside {_range(low, high, unit)})"
     for used, total in _PAIRS:
         used_value, total_value = chip.metric(used), chip.metric(total)
