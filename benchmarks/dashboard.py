@@ -70,6 +70,7 @@ def measure_dashboard(
     command = f"{script} --demo {scenario} --interval 1"
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", command], check=True)
     where = subprocess.run([*tmux, "display-message", "-p", "#{socket_path}"], capture_output=True, text=True)
+    dashboard: Optional[psutil.Process] = None
     try:
         pane = subprocess.run([*tmux, "list-panes", "-F", "#{pane_pid}"], capture_output=True, text=True)
         dashboard = find_dashboard(int(pane.stdout.split()[0]), 30.0)
@@ -86,10 +87,33 @@ def measure_dashboard(
         raise RuntimeError(f"the dashboard ({script}) exited during the measurement") from None
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        if dashboard is not None:
+            end_process(dashboard)
         if where.stdout.strip():  # tmux leaves the socket file of a killed server behind
             Path(where.stdout.strip()).unlink(missing_ok=True)
     cpu_s = (after.user - before.user) + (after.system - before.system)
     return DashboardFigures(scenario, elapsed, 100 * cpu_s / elapsed, rss_peak / 2**20)
+
+
+def end_process(process: psutil.Process, grace_s: float = 3.0) -> None:
+    """End a dashboard its tmux server left running (the hang-up is a request: one that does not
+    exit within ``grace_s`` is terminated, then killed), so no run outlives the benchmark."""
+    try:
+        process.wait(grace_s)
+        return
+    except psutil.TimeoutExpired:
+        pass
+    except psutil.NoSuchProcess:
+        return
+    for stop in (process.terminate, process.kill):
+        try:
+            stop()
+            process.wait(grace_s)
+            return
+        except psutil.TimeoutExpired:
+            continue
+        except psutil.NoSuchProcess:
+            return
 
 
 def compare(
