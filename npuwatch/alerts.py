@@ -13,12 +13,12 @@ from npuwatch.judge.rules import (
     Reason,
     ReasonKind,
     busiest_host_process,
-    first_clause,
     host_cpu_percent,
     judge_snapshot,
     pcie_detail,
 )
 from npuwatch.model import ChipSample, Level, MetricStatus, NpuProcess, ProbeReport, Snapshot
+from npuwatch.text_safety import first_clause, shorten
 
 ChipKey = Tuple[int, int]
 AlertKey = Tuple[Union[str, int], ...]
@@ -317,16 +317,11 @@ def summary_line(alerts: Sequence[Alert], width: int) -> str:
     tail = f" · +{rest} more" if rest else ""
     room = width - len("⚠ ") - len(tail)
     if room >= 2:
-        return "⚠ " + _shorten(messages[0], room) + tail
-    return ("⚠ " + _shorten(messages[0], max(1, width - 2)))[:width]
+        return "⚠ " + shorten(messages[0], room) + tail
+    return ("⚠ " + shorten(messages[0], max(1, width - 2)))[:width]
 
 
 def _order(alert: Alert) -> Tuple[int, int, ChipKey, str]:
     """Most severe first; within a severity machine-wide alerts, then by NPU/chip."""
     chip = alert.chip
     return (-alert.severity.rank, 0 if chip is None else 1, chip or (0, 0), alert.kind.value)
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

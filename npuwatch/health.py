@@ -24,6 +24,7 @@ from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.text_safety import shorten
 from npuwatch.verdict import ChipCheck, HealthVerdict, Problem, Reason
 
 if TYPE_CHECKING:
@@ -42,14 +43,6 @@ _ACCESS_HINT = (
     "run as root or as a member of the HwHiAiUser group (`sudo usermod -aG HwHiAiUser $USER`; "
     "in a container: --group-add with the group's GID)"
 )
-
-
-def default_max_temp_c(model_name: Optional[str]) -> float:
-    """The temperature (°C) from which ``check`` calls a chip npu-smi names ``model_name`` unhealthy:
-    the judge's critical limit for its model (95 °C for the 910 family and the 950, 90 °C for
-    the 310 family), where the dashboard turns it red.  A health check that fails sends a pod to
-    restart or a node out of service, so it fails only there, not at the warning."""
-    return Thresholds().temperature_limits_c(model_name)[1]
 
 
 def check_source(npu_smi: Optional[NpuSmi], label: str = "npu-smi") -> NpuSmiSource:
@@ -76,7 +69,7 @@ def check_health(
     ``source`` is read once, as the sampler reads it: ``check_source`` live, a ``CaptureSource``
     for a saved ``npu-smi info`` text; its ``label`` names the verdict's source.  ``sysroot`` None
     skips the device nodes (a replayed capture has none).  ``devices`` limits the chips to these
-    NPU IDs; ``max_temp_c`` replaces every chip's default limit (``default_max_temp_c``).
+    NPU IDs; ``max_temp_c`` replaces every model's critical limit (the judge's table).
     ``selftest`` runs a quick self-test once everything else is healthy (``selftest_skip``: why it
     cannot run here, e.g. on a simulated machine).
     """
@@ -245,7 +238,9 @@ def _run_selftest(
     """
     if skip_reason is not None:
         summary = {"status": "skip", "exit_code": 1, "summary": skip_reason}
-        return summary, [Problem(Reason.SELFTEST, f"self-test skipped: {_clip(skip_reason)}", skip_reason)]
+        return summary, [
+            Problem(Reason.SELFTEST, f"self-test skipped: {shorten(skip_reason, 100)}", skip_reason)
+        ]
     from npuwatch.selftest import run_selftest
     from npuwatch.selftest.report_json import to_dict
 
@@ -262,7 +257,7 @@ def _run_selftest(
     verb = {"fail": "failed", "skip": "skipped", "error": "could not run"}.get(status, status)
     finding = _first_finding(report, status)
     hint = f"{finding}; `npuwatch selftest` shows every step and its fix"
-    return summary, [Problem(Reason.SELFTEST, f"self-test {verb}: {_clip(finding)}", hint)]
+    return summary, [Problem(Reason.SELFTEST, f"self-test {verb}: {shorten(finding, 100)}", hint)]
 
 
 def _first_finding(report: SelftestReport, status: str) -> str:
@@ -275,8 +270,3 @@ def _first_finding(report: SelftestReport, status: str) -> str:
         if run.problem and run.status.value == status:
             return f"{where}{run.problem}"
     return str(report.summary)
-
-
-def _clip(text: str, width: int = 100) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"

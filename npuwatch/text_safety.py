@@ -147,3 +147,18 @@ def inert_json(document: str) -> str:
     if not _JSON_UNSAFE.search(document):
         return document
     return _JSON_UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", document)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line (each run of whitespace one space), cut to ``width`` with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def first_clause(text: str, width: int) -> str:
+    """A failure message short enough for one line: whole when it fits in ``width``, else the
+    clause before its first colon (DCMI messages read "npu-smi failed with DCMI error -8005
+    (INNER_ERR): <a long meaning>") when that clause says enough, else cut with an ellipsis."""
+    text = " ".join(text.split())
+    head = text.split(": ", 1)[0]
+    return shorten(head if len(text) > width and len(head) >= 20 else text, width)

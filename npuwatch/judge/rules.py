@@ -212,17 +212,6 @@ class _Judged:
 _last: List[_Judged] = []  # the last judge_snapshot answer
 
 
-def first_clause(text: str, width: int) -> str:
-    """A failure message short enough for one line: whole when it fits in ``width``, else the
-    clause before its first colon (DCMI messages read "npu-smi failed with DCMI error -8005
-    (INNER_ERR): <a long meaning>") when that clause says enough, else cut with an ellipsis."""
-    text = " ".join(text.split())
-    head = text.split(": ", 1)[0]
-    if len(text) > width and len(head) >= 20:
-        text = head
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
-
-
 def health_query(chip: ChipSample) -> str:
     """The npu-smi command that shows the chip's health report and error codes."""
     identity = chip.identity

@@ -15,7 +15,8 @@ import pytest
 from npuwatch.check_command import add_arguments, run
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.errors import UsageError
-from npuwatch.health import _node_problems, check_health, check_source, default_max_temp_c, judge_chips
+from npuwatch.health import _node_problems, check_health, check_source, judge_chips
+from npuwatch.judge import Thresholds
 from npuwatch.model import ChipIdentity, ChipSample, Health
 from npuwatch.probes.devices import DevNode, DevNodes
 from npuwatch.probes.npu_smi import NpuSmi
@@ -196,13 +197,19 @@ def test_json_for_an_environment_problem(capsys):
 
 
 def test_default_limits_per_chip_family():
-    assert default_max_temp_c("910B3") == 95.0
-    assert default_max_temp_c("Ascend910") == 95.0  # A3
-    assert default_max_temp_c("Ascend950DT") == 95.0
-    assert default_max_temp_c("910") == 95.0
-    assert default_max_temp_c("310P3") == 90.0
-    assert default_max_temp_c("310B4") == 90.0
-    assert default_max_temp_c(None) == 95.0
+    critical = {
+        name: Thresholds().temperature_limits_c(name)[1]
+        for name in ("910B3", "Ascend910", "Ascend950DT", "910", "310P3", "310B4", None)
+    }
+    assert critical == {
+        "910B3": 95.0,
+        "Ascend910": 95.0,
+        "Ascend950DT": 95.0,
+        "910": 95.0,
+        "310P3": 90.0,
+        "310B4": 90.0,
+        None: 95.0,
+    }
 
 
 def test_max_temp_below_the_current_temperature_is_unhealthy(capsys):

@@ -18,7 +18,7 @@ from npuwatch.judge import (
     limits_for,
     temperature_level,
 )
-from npuwatch.judge.rules import first_clause, held_memory
+from npuwatch.judge.rules import held_memory
 from npuwatch.model import (
     ChipError,
     ChipIdentity,
@@ -30,6 +30,7 @@ from npuwatch.model import (
     PcieLink,
     Snapshot,
 )
+from npuwatch.text_safety import first_clause
 
 NOW = datetime(2026, 11, 24, tzinfo=timezone.utc)
 
