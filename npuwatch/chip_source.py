@@ -63,6 +63,9 @@ class SourceReading:
     reading: Optional[ChipReading]
     failure: Optional[SourceFailure]
     duration_s: float
+    #: Why this reading came from a fallback backend (``auto`` read npu-smi because DCMI failed):
+    #: the snapshot's ``backend_note``.  ``None`` for a reading from the chosen backend.
+    note: Optional[str] = None
 
 
 class ChipSource(Protocol):

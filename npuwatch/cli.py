@@ -64,6 +64,8 @@ _LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
 def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The full command-line parser; ``words`` (argv) says which lazy command needs its options."""
     shared = _Parser(add_help=False, parents=[shared_options()])  # a _Parser, as sub-commands want
+    # selftest's own --backend (acl|torch) names the runtime: its shared options leave the chip one out.
+    runtime_shared = _Parser(add_help=False, parents=[shared_options(chip_backend=False)])
     parser = _Parser(
         prog="npuwatch",
         description="Watch, diagnose and health-check Huawei Ascend NPUs. "
@@ -85,7 +87,8 @@ def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
     chosen = next((word for word in words if word in _LAZY_COMMANDS), None)
     for name, (module, help_text, description) in _LAZY_COMMANDS.items():
-        sub = commands.add_parser(name, parents=[shared], help=help_text, description=description)
+        parents = [runtime_shared if name == "selftest" else shared]
+        sub = commands.add_parser(name, parents=parents, help=help_text, description=description)
         if name == chosen:
             importlib.import_module(module).add_arguments(sub)
     return parser

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, Optional, Tuple
 
-from npuwatch.errors import UsageError
+from npuwatch.errors import UsageError, VariableError
 from npuwatch.option_values import (
     MAX_SECONDS,
     env_seconds,
@@ -37,21 +37,28 @@ from npuwatch.option_values import (
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
+    from npuwatch.chip_source import ChipSource
     from npuwatch.feed import SnapshotFeed
     from npuwatch.probes.host import HostProbe, ProcessLookup
     from npuwatch.probes.npu_smi import NpuSmi
     from npuwatch.probes.sysroot import Sysroot
 
-#: The chip-data backends a feed can read.  ``None`` means the default, npu-smi; the in-process
-#: DCMI source of the next issue adds its name here and its branch in ``open_feed``.
-BACKENDS: Tuple[Optional[str], ...] = (None, "npu-smi")
+#: The chip-data backends a feed can read (``--backend`` / ``NPUWATCH_BACKEND``): ``auto`` reads
+#: through DCMI (in-process, ``libdcmi.so``) and falls back to npu-smi (``npuwatch.fallback_source``);
+#: ``dcmi`` and ``npu-smi`` are explicit and never switch.
+BACKENDS: Tuple[str, ...] = ("auto", "dcmi", "npu-smi")
+DEFAULT_BACKEND = "npu-smi"  # "auto" once the DCMI source lands
 
 #: When neither the option nor ``NPUWATCH_INTERVAL`` says otherwise.
 DEFAULT_INTERVAL_S = 1.0
 
 
-def shared_options() -> argparse.ArgumentParser:
-    """The options every reading command takes (DESIGN §2.1): a parent parser for the CLI and the magic."""
+def shared_options(chip_backend: bool = True) -> argparse.ArgumentParser:
+    """The options every reading command takes (DESIGN §2.1): a parent parser for the CLI and the magic.
+
+    ``chip_backend=False`` leaves out ``--backend`` for ``selftest``, whose own ``--backend``
+    (acl|torch) names the runtime; its chip reading follows ``NPUWATCH_BACKEND``.
+    """
     shared = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     group = shared.add_argument_group("data source")
     group.add_argument("--interval", type=seconds, metavar="S", help="seconds between samples (default 1.0)")
@@ -73,7 +80,23 @@ def shared_options() -> argparse.ArgumentParser:
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
     group.add_argument("--devices", type=npu_ids, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
-    group.add_argument("--timeout", type=seconds, metavar="S", help="limit for one npu-smi call (default 5)")
+    group.add_argument(
+        "--timeout", type=seconds, metavar="S", help="limit for one npu-smi call or DCMI read (default 5 / 2)"
+    )
+    if chip_backend:
+        group.add_argument(
+            "--backend",
+            dest="chip_backend",
+            choices=BACKENDS,
+            help="read the chips through DCMI (libdcmi.so, in-process), npu-smi, or auto: DCMI, "
+            "falling back to npu-smi when it fails (default auto; NPUWATCH_BACKEND)",
+        )
+    group.add_argument(
+        "--dcmi-lib",
+        dest="dcmi_lib",
+        metavar="PATH",
+        help="the libdcmi.so to load (default: NPUWATCH_DCMI_LIB, the loader path, the driver's folders)",
+    )
     group.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
     return shared
 
@@ -116,11 +139,12 @@ class FeedOptions:
     host: bool = True
     """Whether to read the host's processes and CPU (psutil) beside the chips."""
     backend: Optional[str] = None
-    """The chip-data backend; reserved for the in-process DCMI source of the next issue.
-
-    Only ``None`` (the default) and ``"npu-smi"`` are accepted today.  Its future flag must not
-    use the namespace name ``backend``: ``selftest --backend`` (acl|torch) already does.
-    """
+    """The chip-data backend (``--backend``): ``auto``, ``dcmi`` or ``npu-smi``; ``None``:
+    ``NPUWATCH_BACKEND``, else ``auto``.  Its flag's namespace name is ``chip_backend``:
+    ``selftest --backend`` (acl|torch) names the runtime, so a self-test's chip reading follows
+    ``NPUWATCH_BACKEND`` only."""
+    dcmi_lib: Optional[str] = None
+    """The DCMI library to load (``--dcmi-lib``); ``None``: ``NPUWATCH_DCMI_LIB``, else the search path."""
 
     def __post_init__(self) -> None:
         if self.devices is not None and not isinstance(self.devices, frozenset):
@@ -141,6 +165,8 @@ class FeedOptions:
             interval_s=getattr(args, "interval", None),
             timeout_s=getattr(args, "timeout", None),
             speed=getattr(args, "speed", None),
+            backend=getattr(args, "chip_backend", None),
+            dcmi_lib=getattr(args, "dcmi_lib", None),
         )
         return options.validate()
 
@@ -150,13 +176,23 @@ class FeedOptions:
         The one home of these rules: every command, the notebook and the magic ask here.
         """
         self._check_values()
-        if self.backend not in BACKENDS:
-            raise UsageError(f"unknown chip-data backend {self.backend!r}: only npu-smi is available")
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise UsageError(
+                f"unknown chip-data backend {self.backend!r}: choose one of {', '.join(BACKENDS)}"
+            )
+        if self.replay is not None:
+            for name, value in (("--backend", self.backend), ("--dcmi-lib", self.dcmi_lib)):
+                if value is not None:
+                    raise UsageError(f"{name} reads a live machine: it cannot be combined with --replay")
         if self.demo is not None:
             _check_scenario(self.demo)
             if self.replay is not None:
                 raise UsageError("--demo and --replay cannot be combined")
-            for name, value in (("--root", self.root), ("--npu-smi", self.npu_smi)):
+            for name, value in (
+                ("--root", self.root),
+                ("--npu-smi", self.npu_smi),
+                ("--dcmi-lib", self.dcmi_lib),
+            ):
                 if value is not None:
                     raise UsageError(f"--demo brings its own machine: it cannot be combined with {name}")
         if self.replay is not None and not os.path.isfile(self.replay):
@@ -201,12 +237,28 @@ class FeedOptions:
 
         return env_seconds(_env(environ), "NPUWATCH_TIMEOUT", DEFAULT_TIMEOUT_S)
 
+    def chip_backend(self, environ: Optional[Mapping[str, str]] = None) -> str:
+        """``backend``, else ``NPUWATCH_BACKEND``, else ``auto`` (``VariableError`` for a bad variable)."""
+        if self.backend is not None:
+            return self.backend
+        text = _env(environ).get("NPUWATCH_BACKEND", "").strip().lower()
+        if not text:
+            return DEFAULT_BACKEND
+        if text not in BACKENDS:
+            raise VariableError(
+                f"NPUWATCH_BACKEND={text!r} is not a chip-data backend",
+                "NPUWATCH_BACKEND",
+                f"unset it or give one of {', '.join(BACKENDS)}",
+            )
+        return text
+
     def names_a_source(self, environ: Optional[Mapping[str, str]] = None) -> bool:
-        """Whether a source was chosen: an option, or ``NPUWATCH_ROOT`` / ``NPUWATCH_NPU_SMI``."""
+        """Whether a source was chosen: an option, or ``NPUWATCH_ROOT`` / ``NPUWATCH_NPU_SMI`` /
+        ``NPUWATCH_DCMI_LIB``."""
         env = _env(environ)
-        chosen = (self.demo, self.replay, self.root, self.npu_smi)
+        chosen = (self.demo, self.replay, self.root, self.npu_smi, self.dcmi_lib)
         return any(value is not None for value in chosen) or bool(
-            env.get("NPUWATCH_ROOT") or env.get("NPUWATCH_NPU_SMI")
+            env.get("NPUWATCH_ROOT") or env.get("NPUWATCH_NPU_SMI") or env.get("NPUWATCH_DCMI_LIB")
         )
 
 
@@ -254,6 +306,11 @@ class MachineHandle:
     environ: Mapping[str, str]
     scenario: Optional[str] = None
     process_lookup: Optional[ProcessLookup] = None
+    #: The DCMI library to load: a path, ``python:<module>`` (the demo's stand-in), or ``None`` to
+    #: search (the loader path, then the driver's folders under the sysroot).
+    dcmi_library: Optional[str] = None
+    #: What that library is when it is not the driver's own (``fake libdcmi.so (C, built with cc)``).
+    dcmi_kind: Optional[str] = None
     _close: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
 
     @property
@@ -299,10 +356,14 @@ def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = No
             dict(sim.environ),
             scenario=sim.scenario.name,
             process_lookup=sim.process_lookup,
+            dcmi_library=getattr(sim, "dcmi_library", None),
+            dcmi_kind=getattr(sim, "dcmi_kind", None),
             _close=sim.close,
         )
     sysroot = Sysroot(machine_root(options.root, env), environ=env)
-    return MachineHandle(sysroot, find_npu_smi(sysroot, options.npu_smi or env.get("NPUWATCH_NPU_SMI")), env)
+    npu_smi = find_npu_smi(sysroot, options.npu_smi or env.get("NPUWATCH_NPU_SMI"))
+    library = options.dcmi_lib or env.get("NPUWATCH_DCMI_LIB") or None
+    return MachineHandle(sysroot, npu_smi, env, dcmi_library=library)
 
 
 def open_feed(options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> SnapshotFeed:
@@ -316,9 +377,10 @@ def open_feed(options: FeedOptions, environ: Optional[Mapping[str, str]] = None)
     if options.replays_recording:
         return _replay_recording(options)
     timeout_s = options.timeout(environ)
+    backend = options.chip_backend(environ)
     machine = open_machine(options, environ)
     try:
-        return _sampler(options, machine, interval_s, timeout_s)
+        return _sampler(options, machine, interval_s, timeout_s, backend)
     except BaseException:
         machine.close()
         raise
@@ -336,9 +398,9 @@ def _replay_recording(options: FeedOptions) -> SnapshotFeed:
 
 
 def _sampler(
-    options: FeedOptions, machine: MachineHandle, interval_s: float, timeout_s: float
+    options: FeedOptions, machine: MachineHandle, interval_s: float, timeout_s: float, backend: str
 ) -> SnapshotFeed:
-    from npuwatch.probes.npu_smi.source import CaptureSource, NpuSmiSource
+    from npuwatch.probes.npu_smi.source import CaptureSource
     from npuwatch.sampler import Sampler
 
     if options.replay is not None:
@@ -347,15 +409,56 @@ def _sampler(
         except ValueError as exc:  # neither npu-smi text nor a recording
             raise UsageError(str(exc)) from None
         return Sampler(capture, machine.sysroot, None, interval_s=interval_s, devices=options.devices)
-    npu_smi = machine.npu_smi(timeout_s)
+    source = chip_source(machine, backend, timeout_s, options.timeout_s)
     return Sampler(
-        NpuSmiSource(npu_smi, label=machine.label),
+        source,
         machine.sysroot,
         _host_probe(machine) if options.host else None,
         interval_s=interval_s,
         devices=options.devices,
-        on_close=machine.close,
+        on_close=_closing(source, machine),
     )
+
+
+def chip_source(
+    machine: MachineHandle, backend: str, timeout_s: float, dcmi_timeout_s: Optional[float] = None
+) -> ChipSource:
+    """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
+
+    ``timeout_s`` limits one npu-smi call; ``dcmi_timeout_s`` one DCMI read (``None``: DCMI's own
+    default, far shorter: a DCMI read takes milliseconds).  DCMI's worker process starts now, so
+    its first reading is ready by the first tick.
+    """
+    from npuwatch.probes.npu_smi.source import NpuSmiSource
+
+    npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
+    if backend == "npu-smi":
+        return npu_smi
+    from npuwatch.fallback_source import FallbackSource
+    from npuwatch.probes.dcmi.source import open_dcmi_source
+
+    dcmi = open_dcmi_source(
+        machine.dcmi_library,
+        root=str(machine.sysroot.root),
+        label="dcmi" if machine.scenario is None else machine.label,
+        timeout_s=dcmi_timeout_s,
+        environ=machine.environ,
+    )
+    return FallbackSource(dcmi, npu_smi, switching=backend == "auto", details=npu_smi)
+
+
+def _closing(source: ChipSource, machine: MachineHandle) -> Callable[[], None]:
+    """Close the source (DCMI's worker) first, then the machine (a demo's tree)."""
+
+    def close() -> None:
+        try:
+            end = getattr(source, "close", None)
+            if callable(end):
+                end()
+        finally:
+            machine.close()
+
+    return close
 
 
 def _host_probe(machine: MachineHandle) -> HostProbe:

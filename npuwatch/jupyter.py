@@ -46,6 +46,7 @@ _VALUED = frozenset(
         "--device",
         "--level",
         "--backend",
+        "--dcmi-lib",
         "--timeout-per-device",
     )
 )
@@ -73,7 +74,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
     """The parser of one form: the CLI's shared options plus the form's own."""
     parser = _Parser(
         prog=f"%npuwatch {command}".strip(),
-        parents=[shared_options()],
+        parents=[shared_options(chip_backend=command != "selftest")],
         description="npuwatch in a notebook: a live view, or one of snapshot, doctor, selftest, stop.",
     )
     if command == "":

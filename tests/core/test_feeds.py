@@ -12,7 +12,7 @@ import pytest
 
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.errors import UsageError, VariableError
-from npuwatch.feeds import FeedOptions, demo_fallback, open_feed, open_machine, parse_devices
+from npuwatch.feeds import DEFAULT_BACKEND, FeedOptions, demo_fallback, open_feed, open_machine, parse_devices
 from npuwatch.history import History
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
@@ -135,7 +135,9 @@ def test_options_from_a_command_line_are_typed_and_hashable():
         (FeedOptions(timeout_s=float("nan")), "timeout_s must be more than 0"),
         (FeedOptions(speed=float("inf"), replay=CAPTURE), "speed must be more than 0"),
         (FeedOptions(devices=[-1]), "expected NPU IDs"),
-        (FeedOptions(backend="dcmi"), "only npu-smi is available"),
+        (FeedOptions(backend="nvml"), "unknown chip-data backend 'nvml': choose one of auto, dcmi, npu-smi"),
+        (FeedOptions(backend="dcmi", replay=CAPTURE), "--backend reads a live machine"),
+        (FeedOptions(demo="a3", dcmi_lib="/x/libdcmi.so"), "cannot be combined with --dcmi-lib"),
         (FeedOptions(demo="910b-training", replay=CAPTURE), "--demo and --replay cannot be combined"),
         (FeedOptions(replay=str(DATA)), "a directory, not a file"),
         (FeedOptions(replay=CAPTURE, speed=2.0), "--speed applies only to --replay of a recording"),
@@ -146,8 +148,32 @@ def test_validate_names_what_is_wrong(options, words):
         options.validate()
 
 
-def test_the_npu_smi_backend_is_accepted_by_name():
-    assert FeedOptions(backend="npu-smi").validate().backend == "npu-smi"
+def test_every_backend_is_accepted_by_name():
+    for name in ("auto", "dcmi", "npu-smi"):
+        assert FeedOptions(backend=name).validate().backend == name
+
+
+def test_the_backend_falls_back_to_the_variable_then_auto():
+    assert FeedOptions().chip_backend({}) == DEFAULT_BACKEND
+    assert FeedOptions().chip_backend({"NPUWATCH_BACKEND": "NPU-SMI"}) == "npu-smi"
+    assert FeedOptions(backend="dcmi").chip_backend({"NPUWATCH_BACKEND": "npu-smi"}) == "dcmi"
+    with pytest.raises(VariableError, match="NPUWATCH_BACKEND='nvml' is not a chip-data backend") as info:
+        FeedOptions().chip_backend({"NPUWATCH_BACKEND": "nvml"})
+    assert info.value.hint == "unset it or give one of auto, dcmi, npu-smi"
+
+
+def test_the_command_line_names_the_backend_and_the_library_and_selftest_keeps_its_own_backend():
+    from npuwatch.cli import build_parser
+
+    args = build_parser(["snapshot"]).parse_args(
+        ["snapshot", "--backend", "dcmi", "--dcmi-lib", "/l/libdcmi.so"]
+    )
+    assert (FeedOptions.from_args(args).backend, FeedOptions.from_args(args).dcmi_lib) == (
+        "dcmi",
+        "/l/libdcmi.so",
+    )
+    args = build_parser(["selftest"]).parse_args(["selftest", "--backend", "torch"])
+    assert args.backend == "torch" and not hasattr(args, "chip_backend")
 
 
 def test_interval_and_timeout_fall_back_to_the_variables_then_the_defaults():
