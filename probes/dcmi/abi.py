@@ -17,7 +17,7 @@ the end.  Standard library only.
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, Mapping, Tuple, Type, TypeVar
+from typing import Any, Dict, Mapping, Tuple, Type, TypeVar
 
 #: Bytes given to the library for any output structure (the largest we read is 112).
 OUTPUT_BYTES = 256
@@ -99,7 +99,7 @@ class ChipInfo(ctypes.Structure):
 class ChipInfoV2(ctypes.Structure):
     """``struct dcmi_chip_info_v2`` (132 bytes): ``dcmi_chip_info`` plus ``npu_name``."""
 
-    _fields_ = ChipInfo._fields_ + [("npu_name", ctypes.c_ubyte * 32)]
+    _fields_ = [*ChipInfo._fields_, ("npu_name", ctypes.c_ubyte * 32)]
 
 
 class PcieInfoAll(ctypes.Structure):
@@ -288,7 +288,7 @@ _P_VOID = ctypes.c_void_p
 
 #: Every function npuwatch calls: name → (argtypes).  All return ``int`` (0 or a -8xxx code).
 #: Output structures are ``void *`` (an ``output_buffer``), never the structure type itself.
-PROTOTYPES: Mapping[str, Tuple[object, ...]] = {
+PROTOTYPES: Mapping[str, Tuple[Any, ...]] = {
     "dcmi_init": (),
     "dcmi_get_dcmi_version": (_P_CHAR, _UINT),
     "dcmi_get_driver_version": (_P_CHAR, _UINT),
