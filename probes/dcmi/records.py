@@ -15,6 +15,10 @@ from typing import Mapping, Optional, Tuple
 #: The code a read records when the library has no such function (MindCluster's own
 #: "FUNCTION_NOT_FOUND", -99998: not a DCMI code).
 SYMBOL_MISSING = -99998
+#: The code a read records when the library answered 0 but the value is impossible, checked as
+#: MindCluster does: a temperature below -275 °C, a percentage outside 0..100, a voltage or a
+#: power that cannot be (negative, or at least 2**31 raw units), a VDIE id of all zeros.
+INVALID_VALUE = -99996
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,12 @@ class ChipTick:
     codes: Mapping[str, int] = field(default_factory=dict)
     #: ``None`` when the process list could not be read (its code is ``codes["processes"]``).
     processes: Optional[Tuple[ProcessRecord, ...]] = None
+    #: Empty both when the chip has none and when the list could not be read (then its code is
+    #: ``codes["error_codes"]``).
     error_codes: Tuple[ErrorCodeRecord, ...] = ()
+    #: ``values["power_w"]`` is the whole card's (board) power from ``dcmi_mcu_get_power_info``,
+    #: put on the card's first chip because the chip's own power is not supported (310P).
+    board_power: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,3 +98,16 @@ class Inventory:
     #: Cards whose chips could not be listed (card ID → code).
     card_codes: Mapping[int, int] = field(default_factory=dict)
     skipped_units: int = 0  # MCUs and other non-NPU units left out
+    #: Library-wide reads that failed: "dcmi_version", "driver_version", "card_list" → code.
+    codes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LibraryFailure:
+    """Why ``libdcmi.so`` could not be loaded: the loader's own words and what to do about it."""
+
+    message: str  # e.g. "libdrvdsmi_host.so: cannot open shared object file: No such file or directory"
+    hint: str
+    tried: Tuple[str, ...] = ()  # every path (or loader name) tried, in order
+    #: No candidate existed at all (rather than one that exists and failed to load).
+    not_found: bool = False

@@ -1,0 +1,535 @@
+"""Provides Reader: enumerate the chips and read one tick through a loaded DCMI library, as records.
+
+The reader runs in the worker process (``worker.py`` gives each call its deadline); it only calls
+and converts, in npuwatch's units: power 0.1 W → W, voltage 0.01 V → V (MindCluster
+``DcGetDeviceVoltage``: "the accuracy is 0.01v", ``ReduceOnePercent``,
+``Ascend/mind-cluster`` ``component/ascend-common/devmanager/dcmi/dcmi.go``), memory MB → MiB as
+npu-smi prints them, process memory kept in bytes.  Values are checked as MindCluster checks
+them; an impossible one is recorded with ``records.INVALID_VALUE``.
+
+Return codes (driver-interfaces.md §9.1 rule 3), per chip and function:
+
+* ``-8255``/``-8013`` (not supported): sticky — the function is never called for that chip again
+  and every later tick reports the same code.
+* ``-8006``/``-8012``/``-8017`` (transient): after ``n`` failures in a row the call is skipped for
+  ``min(2**(n-1) - 1, 30)`` of the chip's ticks (the next tick retries after one failure), each
+  skipped tick reporting the last code; a success resets the count.
+* anything else: reported, and asked again next tick.
+
+Calls are made the same way for a real library and for the pure-Python stand-in: ``int``
+arguments as Python ints, each scalar output as ``ctypes.pointer(c_int()/c_uint())``, each
+structure output as a zeroed ``ctypes`` char buffer of at least ``abi.OUTPUT_BYTES``, lists as
+``ctypes`` arrays.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
+
+from npuwatch.probes.dcmi import abi
+from npuwatch.probes.dcmi.records import (
+    INVALID_VALUE,
+    SYMBOL_MISSING,
+    ChipFacts,
+    ChipRef,
+    ChipTick,
+    ErrorCodeRecord,
+    Inventory,
+    ProcessRecord,
+)
+
+#: Codes after which a function is never asked again for that chip.
+UNSUPPORTED = frozenset({abi.NOT_SUPPORT, abi.NOT_SUPPORT_IN_CONTAINER})
+#: Codes worth asking again later, with back-off.
+TRANSIENT = frozenset({abi.TIME_OUT, abi.NOT_READY, abi.IS_UPGRADING})
+#: Most ticks a transient failure can make the reader skip a call.
+MAX_SKIPPED_TICKS = 30
+#: Most chips (device IDs) per card believed (an A3 card has 2, a 310P Duo 2 plus an MCU).
+MAX_DEVICES_PER_CARD = 64
+#: Spare room after lists the library fills (it is told the list's length, but may be wrong).
+_SPARE = abi.OUTPUT_BYTES
+
+#: ChipTick value name → ``dcmi_get_device_utilization_rate`` input type.
+UTILIZATIONS: Tuple[Tuple[str, int], ...] = (
+    ("aicore_percent", abi.UTIL_AICORE),
+    ("npu_util_percent", abi.UTIL_NPU),
+    ("vector_percent", abi.UTIL_VECTORCORE),
+    ("cube_percent", abi.UTIL_AICUBE),
+    ("aicpu_percent", abi.UTIL_AICPU),
+    ("ctrlcpu_percent", abi.UTIL_CTRLCPU),
+)
+HBM_FIELDS = ("hbm_used_mib", "hbm_total_mib", "hbm_temperature_c")
+MEMORY_FIELDS = ("memory_used_mib", "memory_total_mib")
+HUGEPAGE_FIELDS = ("hugepages_used", "hugepages_total")
+ECC_FIELDS = ("ecc_single_bit_errors", "ecc_double_bit_errors", "ecc_isolated_pages")
+
+_MIN_TEMPERATURE_C = -275  # MindCluster: below this a temperature read failed
+_INT32_LIMIT = 2**31  # MindCluster: a voltage at or above MaxInt32 is a failed read
+
+C = TypeVar("C", ctypes.c_int, ctypes.c_uint)
+_Key = Tuple[int, int, str]
+_AnyChipInfo = Union[abi.ChipInfo, abi.ChipInfoV2]
+
+
+class CallSurface(Protocol):
+    """What the reader needs of a library: ``library.DcmiLibrary`` is one."""
+
+    def has(self, name: str) -> bool: ...
+
+    def call(self, name: str, *args: object) -> int: ...
+
+
+class _Gate:
+    """Sticky "not supported" and transient back-off per (card, device, function)."""
+
+    def __init__(self) -> None:
+        self.tick_no = 0
+        self._sticky: Dict[_Key, int] = {}
+        self._waits: Dict[_Key, Tuple[int, int, int]] = {}  # key → (retry at tick, failures, code)
+
+    def call(self, library: CallSurface, key: _Key, name: str, *args: object) -> int:
+        sticky = self._sticky.get(key)
+        if sticky is not None:
+            return sticky
+        wait = self._waits.get(key)
+        if wait is not None and self.tick_no < wait[0]:
+            return wait[2]
+        code = library.call(name, *args)
+        if code in UNSUPPORTED:
+            self._sticky[key] = code
+        if code in TRANSIENT:
+            failures = (wait[1] if wait is not None else 0) + 1
+            skipped = min(2 ** (failures - 1) - 1, MAX_SKIPPED_TICKS)
+            self._waits[key] = (self.tick_no + skipped + 1, failures, code)
+        elif wait is not None:
+            del self._waits[key]
+        return code
+
+
+class _Out:
+    """One chip's values and codes while a tick is read."""
+
+    def __init__(self) -> None:
+        self.values: Dict[str, float] = {}
+        self.codes: Dict[str, int] = {}
+
+    def fail(self, names: Sequence[str], code: int) -> None:
+        for name in names:
+            self.codes[name] = code
+
+    def percent(self, name: str, code: int, value: int) -> None:
+        if code != 0:
+            self.codes[name] = code
+        elif 0 <= value <= 100:
+            self.values[name] = value
+        else:
+            self.codes[name] = INVALID_VALUE
+
+    def temperature(self, name: str, code: int, value: int) -> None:
+        if code != 0:
+            self.codes[name] = code
+        elif value >= _MIN_TEMPERATURE_C:
+            self.values[name] = value
+        else:
+            self.codes[name] = INVALID_VALUE
+
+
+class Reader:
+    """Reads the library's chips: ``init()`` once, ``inventory()``, then ``tick(refs)`` per tick."""
+
+    def __init__(self, library: CallSurface) -> None:
+        self.library = library
+        self._init_code: Optional[int] = None
+        self._gate = _Gate()
+        self._first_chip: Dict[int, int] = {}  # card → its lowest NPU device ID (inventory)
+        self._error_texts: Dict[int, str] = {}  # error code → the library's text (it never changes)
+
+    # --- initialisation and enumeration -------------------------------------------------------
+
+    def init(self) -> int:
+        """``dcmi_init``'s code (called once; later calls return the first answer)."""
+        if self._init_code is None:
+            self._init_code = self.library.call("dcmi_init")
+        return self._init_code
+
+    def inventory(self) -> Inventory:
+        """Versions and every NPU chip with its slow facts (MCUs and other units skipped)."""
+        codes: Dict[str, int] = {}
+        dcmi_version = self._version("dcmi_get_dcmi_version", "dcmi_version", codes)
+        driver_version = self._version("dcmi_get_driver_version", "driver_version", codes)
+        cards = self._card_list(codes)
+        chips: List[ChipFacts] = []
+        card_codes: Dict[int, int] = {}
+        skipped = 0
+        for card in cards:
+            devices, unit_skips, code = self._devices(card)
+            skipped += unit_skips
+            if code != 0:
+                card_codes[card] = code
+            chips.extend(self._facts(card, device) for device in devices)
+            if devices:
+                self._first_chip[card] = min(devices)
+        return Inventory(dcmi_version, driver_version, tuple(chips), card_codes, skipped, codes)
+
+    def _version(self, function: str, name: str, codes: Dict[str, int]) -> Optional[str]:
+        buffer = ctypes.create_string_buffer(abi.VERSION_BYTES + _SPARE)
+        code = self.library.call(function, buffer, abi.VERSION_BYTES)
+        if code != 0:
+            codes[name] = code
+            return None
+        return abi.text_field(buffer.raw[: abi.VERSION_BYTES]) or None
+
+    def _card_list(self, codes: Dict[str, int]) -> List[int]:
+        count = ctypes.c_int(0)
+        cards = (ctypes.c_int * (abi.MAX_CARDS + _SPARE))()
+        code = self.library.call("dcmi_get_card_list", ctypes.pointer(count), cards, abi.MAX_CARDS)
+        if code == SYMBOL_MISSING or code in UNSUPPORTED:  # the V1 name, deprecated but older
+            count.value = 0
+            older = self.library.call("dcmi_get_card_num_list", ctypes.pointer(count), cards, abi.MAX_CARDS)
+            code = code if older == SYMBOL_MISSING else older
+        if code != 0:
+            codes["card_list"] = code
+            return []
+        listed = cards[: max(0, min(count.value, abi.MAX_CARDS))]
+        return list(dict.fromkeys(listed))  # the real card IDs: not necessarily 0..N-1
+
+    def _devices(self, card: int) -> Tuple[List[int], int, int]:
+        """The card's NPU device IDs, how many units were skipped, and the listing's code."""
+        most, mcu, cpu = ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1)
+        code = self.library.call(
+            "dcmi_get_device_id_in_card", card, ctypes.pointer(most), ctypes.pointer(mcu), ctypes.pointer(cpu)
+        )
+        if code != 0:
+            mcu.value = -1
+            most.value = 0
+            fallback = self.library.call("dcmi_get_device_num_in_card", card, ctypes.pointer(most))
+            code = code if fallback == SYMBOL_MISSING else fallback
+        if code != 0:
+            return [], 0, code
+        devices: List[int] = []
+        skipped = 1 if mcu.value >= max(0, most.value) else 0  # an MCU outside the chip range
+        for device in range(max(0, min(most.value, MAX_DEVICES_PER_CARD))):
+            if device == mcu.value or not self._is_npu(card, device):
+                skipped += 1
+            else:
+                devices.append(device)
+        return devices, skipped, 0
+
+    def _is_npu(self, card: int, device: int) -> bool:
+        unit = ctypes.c_int(abi.UNIT_NPU)
+        code = self.library.call("dcmi_get_device_type", card, device, ctypes.pointer(unit))
+        return code != 0 or unit.value == abi.UNIT_NPU  # unknown type: keep the chip
+
+    def _ref(self, card: int, device: int, codes: Dict[str, int]) -> ChipRef:
+        logic = ctypes.c_int(-1)
+        code = self.library.call("dcmi_get_device_logic_id", ctypes.pointer(logic), card, device)
+        if code == 0 and logic.value < 0:
+            code = INVALID_VALUE
+        if code != 0:
+            codes["logic_id"] = codes["phy_id"] = code
+            return ChipRef(card, device)
+        phy = ctypes.c_uint(0)
+        code = self.library.call("dcmi_get_device_phyid_from_logicid", logic.value, ctypes.pointer(phy))
+        if code != 0:
+            codes["phy_id"] = code
+        return ChipRef(card, device, logic.value, phy.value if code == 0 else None)
+
+    def _facts(self, card: int, device: int) -> ChipFacts:
+        codes: Dict[str, int] = {}
+        ref = self._ref(card, device, codes)
+        info = self._chip_info(card, device, codes)
+        pcie = self._struct("dcmi_get_device_pcie_info_v2", abi.PcieInfoAll, codes, "pcie_info", card, device)
+        board = self._struct("dcmi_get_device_board_info", abi.BoardInfo, codes, "board_info", card, device)
+        return ChipFacts(
+            ref=ref,
+            chip_name=_text(info, "chip_name"),
+            chip_type=_text(info, "chip_type"),
+            chip_version=_text(info, "chip_ver"),
+            npu_name=_text(info, "npu_name"),
+            aicore_count=info.aicore_cnt if info else None,
+            vdie_id=self._vdie(card, device, codes),
+            bus_id=_bus_id(pcie) if pcie else None,
+            pci_device_id=pcie.deviceid if pcie else None,
+            board_id=board.board_id if board else None,
+            product_type=self._product_type(card, device, codes),
+            aicore_rated_freq_mhz=self._rated_freq(card, device, codes),
+            codes=codes,
+        )
+
+    def _chip_info(self, card: int, device: int, codes: Dict[str, int]) -> Optional[_AnyChipInfo]:
+        info = self._struct("dcmi_get_device_chip_info_v2", abi.ChipInfoV2, codes, "chip_info", card, device)
+        if info is not None:
+            return info
+        first = codes.pop("chip_info")
+        older = self._struct("dcmi_get_device_chip_info", abi.ChipInfo, codes, "chip_info", card, device)
+        if older is None and codes["chip_info"] == SYMBOL_MISSING:
+            codes["chip_info"] = first
+        return older
+
+    def _struct(
+        self, function: str, kind: Type[abi.S], codes: Dict[str, int], name: str, *args: int
+    ) -> Optional[abi.S]:
+        buffer = abi.output_buffer()
+        code = self.library.call(function, *args, buffer)
+        if code != 0:
+            codes[name] = code
+            return None
+        return abi.read_struct(buffer, kind)
+
+    def _vdie(self, card: int, device: int, codes: Dict[str, int]) -> Optional[str]:
+        buffer = abi.output_buffer()
+        code = self.library.call("dcmi_get_device_die_v2", card, device, abi.DIE_VDIE, buffer)
+        words = list(abi.read_struct(buffer, abi.DieId).soc_die) if code == 0 else []
+        if code == 0 and not any(words):
+            code = INVALID_VALUE  # all zeros: no key at all
+        if code != 0:
+            codes["vdie_id"] = code
+            return None
+        return "-".join(f"{word:08X}" for word in words)
+
+    def _product_type(self, card: int, device: int, codes: Dict[str, int]) -> Optional[str]:
+        buffer = ctypes.create_string_buffer(abi.PRODUCT_TYPE_BYTES + _SPARE)
+        code = self.library.call("dcmi_get_product_type", card, device, buffer, abi.PRODUCT_TYPE_BYTES)
+        if code != 0:
+            codes["product_type"] = code
+            return None
+        return abi.text_field(buffer.raw[: abi.PRODUCT_TYPE_BYTES]) or None
+
+    def _rated_freq(self, card: int, device: int, codes: Dict[str, int]) -> Optional[int]:
+        rated = ctypes.c_uint(0)
+        code = self.library.call(
+            "dcmi_get_device_frequency", card, device, abi.FREQ_AICORE_MAX, ctypes.pointer(rated)
+        )
+        if code != 0:
+            codes["aicore_rated_freq_mhz"] = code
+            return None
+        return rated.value
+
+    # --- one tick ------------------------------------------------------------------------------
+
+    def tick(self, chips: Sequence[Union[ChipRef, ChipFacts]]) -> Tuple[ChipTick, ...]:
+        """Every chip's live values now, in the order given (refs, or the inventory's facts)."""
+        self._gate.tick_no += 1
+        refs = [chip.ref if isinstance(chip, ChipFacts) else chip for chip in chips]
+        first: Dict[int, int] = {}
+        for ref in refs:  # a card the inventory did not list: its lowest chip given
+            first[ref.card_id] = min(first.get(ref.card_id, ref.device_id), ref.device_id)
+        first.update(self._first_chip)
+        return tuple(self._tick_chip(ref, first[ref.card_id] == ref.device_id) for ref in refs)
+
+    def _call(self, ref: ChipRef, what: str, function: str, *args: object) -> int:
+        return self._gate.call(self.library, (ref.card_id, ref.device_id, what), function, *args)
+
+    def _scalar(self, ref: ChipRef, what: str, function: str, kind: Type[C], *args: int) -> Tuple[int, int]:
+        out = kind(0)
+        code = self._call(ref, what, function, ref.card_id, ref.device_id, *args, ctypes.pointer(out))
+        return code, int(out.value)
+
+    def _tick_chip(self, ref: ChipRef, first_of_card: bool) -> ChipTick:
+        out = _Out()
+        code, health = self._scalar(ref, "health", "dcmi_get_device_health", ctypes.c_uint)
+        if code != 0:
+            out.codes["health"] = code
+        elif health == abi.HEALTH_ABSENT:  # the chip is gone: asking the rest would only fail
+            return ChipTick(ref, health=health)
+        out.temperature(
+            "temperature_c", *self._scalar(ref, "temperature", "dcmi_get_device_temperature", ctypes.c_int)
+        )
+        board_power = self._power(ref, first_of_card, out)
+        for name, selector in UTILIZATIONS:
+            out.percent(name, *self._utilization(ref, selector))
+        self._hbm(ref, out)
+        self._memory(ref, out)
+        self._frequency_and_voltage(ref, out)
+        self._ecc(ref, out)
+        processes = self._processes(ref, out)
+        errors = self._error_codes(ref, out)
+        return ChipTick(
+            ref,
+            health=health if code == 0 else None,
+            values=out.values,
+            codes=out.codes,
+            processes=processes,
+            error_codes=errors,
+            board_power=board_power,
+        )
+
+    def _utilization(self, ref: ChipRef, selector: int) -> Tuple[int, int]:
+        return self._scalar(
+            ref, f"util:{selector}", "dcmi_get_device_utilization_rate", ctypes.c_uint, selector
+        )
+
+    def _power(self, ref: ChipRef, first_of_card: bool, out: _Out) -> bool:
+        """Chip power; a 310P's board power (MCU) on the card's first chip when the chip has none."""
+        code, tenths = self._scalar(ref, "power", "dcmi_get_device_power_info", ctypes.c_int)
+        if code == 0:
+            _watts(out, tenths)
+            return False
+        if code not in UNSUPPORTED or not first_of_card:  # A3 chip 1: its power stays absent
+            out.codes["power_w"] = code
+            return False
+        board = ctypes.c_int(0)
+        board_key = (ref.card_id, -1, "mcu_power")
+        mcu_code = self._gate.call(
+            self.library, board_key, "dcmi_mcu_get_power_info", ref.card_id, ctypes.pointer(board)
+        )
+        if mcu_code != 0:
+            telling = mcu_code not in UNSUPPORTED and mcu_code != SYMBOL_MISSING
+            out.codes["power_w"] = mcu_code if telling else code
+            return False
+        return _watts(out, board.value)
+
+    def _hbm(self, ref: ChipRef, out: _Out) -> None:
+        buffer = abi.output_buffer()
+        code = self._call(ref, "hbm_info", "dcmi_get_device_hbm_info", ref.card_id, ref.device_id, buffer)
+        if code != 0:
+            out.fail(HBM_FIELDS, code)
+            out.percent("hbm_bandwidth_percent", *self._utilization(ref, abi.UTIL_HBM_BANDWIDTH))
+            return
+        hbm = abi.read_struct(buffer, abi.HbmInfo)
+        out.values["hbm_used_mib"] = hbm.memory_usage
+        out.values["hbm_total_mib"] = hbm.memory_size
+        out.temperature("hbm_temperature_c", 0, hbm.temp)
+        out.percent("hbm_bandwidth_percent", 0, hbm.bandwith_util_rate)
+
+    def _memory(self, ref: ChipRef, out: _Out) -> None:
+        """DDR through ``memory_info_v3`` (with huge pages), else ``_v2`` (GPUStack's order)."""
+        buffer = abi.output_buffer()
+        code = self._call(
+            ref, "memory_v3", "dcmi_get_device_memory_info_v3", ref.card_id, ref.device_id, buffer
+        )
+        if code == 0:
+            memory = abi.read_struct(buffer, abi.MemoryInfoV3)
+            out.values["memory_total_mib"] = memory.memory_size
+            out.values["memory_used_mib"] = max(0, memory.memory_size - memory.memory_available)
+            out.values["hugepages_total"] = memory.hugepages_total
+            out.values["hugepages_used"] = max(0, memory.hugepages_total - memory.hugepages_free)
+            return
+        out.fail(HUGEPAGE_FIELDS, code)
+        if code not in UNSUPPORTED and code != SYMBOL_MISSING:
+            out.fail(MEMORY_FIELDS, code)
+            return
+        buffer = abi.output_buffer()
+        older = self._call(
+            ref, "memory_v2", "dcmi_get_device_memory_info_v2", ref.card_id, ref.device_id, buffer
+        )
+        if older != 0:
+            out.fail(MEMORY_FIELDS, code if older == SYMBOL_MISSING else older)
+            return
+        memory2 = abi.read_struct(buffer, abi.MemoryInfoV2)
+        if memory2.utiliza > 100:
+            out.fail(MEMORY_FIELDS, INVALID_VALUE)
+            return
+        out.values["memory_total_mib"] = memory2.memory_size
+        out.values["memory_used_mib"] = memory2.memory_size * memory2.utiliza // 100
+
+    def _frequency_and_voltage(self, ref: ChipRef, out: _Out) -> None:
+        code, mhz = self._scalar(
+            ref, "freq:current", "dcmi_get_device_frequency", ctypes.c_uint, abi.FREQ_AICORE_CURRENT
+        )
+        if code != 0:
+            out.codes["aicore_freq_mhz"] = code
+        else:
+            out.values["aicore_freq_mhz"] = mhz
+        code, hundredths = self._scalar(ref, "voltage", "dcmi_get_device_voltage", ctypes.c_uint)
+        if code != 0:
+            out.codes["voltage_v"] = code
+        elif hundredths >= _INT32_LIMIT:
+            out.codes["voltage_v"] = INVALID_VALUE
+        else:
+            out.values["voltage_v"] = hundredths / 100
+
+    def _ecc(self, ref: ChipRef, out: _Out) -> None:
+        buffer = abi.output_buffer()  # dcmi_ecc_info grew from 28 to 36 bytes in newer headers
+        code = self._call(
+            ref, "ecc:hbm", "dcmi_get_device_ecc_info", ref.card_id, ref.device_id, abi.ECC_HBM, buffer
+        )
+        if code != 0:
+            out.fail(ECC_FIELDS, code)
+            return
+        ecc = abi.read_struct(buffer, abi.EccInfo)
+        out.values["ecc_single_bit_errors"] = ecc.single_bit_error_cnt
+        out.values["ecc_double_bit_errors"] = ecc.double_bit_error_cnt
+        out.values["ecc_isolated_pages"] = (
+            ecc.single_bit_isolated_pages_cnt + ecc.double_bit_isolated_pages_cnt
+        )
+
+    def _processes(self, ref: ChipRef, out: _Out) -> Optional[Tuple[ProcessRecord, ...]]:
+        entry = ctypes.sizeof(abi.ProcMemInfo)
+        buffer = ctypes.create_string_buffer(abi.MAX_PROCESSES * entry + _SPARE)
+        count = ctypes.c_int(0)
+        code = self._call(
+            ref,
+            "processes",
+            "dcmi_get_device_resource_info",
+            ref.card_id,
+            ref.device_id,
+            buffer,
+            ctypes.pointer(count),
+        )
+        if code != 0:
+            out.codes["processes"] = code
+            return None
+        listed = max(0, min(count.value, abi.MAX_PROCESSES))
+        rows = (abi.ProcMemInfo * listed).from_buffer_copy(buffer.raw[: listed * entry]) if listed else ()
+        return tuple(ProcessRecord(row.proc_id, row.proc_mem_usage) for row in rows)
+
+    def _error_codes(self, ref: ChipRef, out: _Out) -> Tuple[ErrorCodeRecord, ...]:
+        count = ctypes.c_int(0)
+        listed = (ctypes.c_uint * (abi.MAX_ERROR_CODES + _SPARE))()
+        code = self._call(
+            ref,
+            "error_codes",
+            "dcmi_get_device_errorcode_v2",
+            ref.card_id,
+            ref.device_id,
+            ctypes.pointer(count),
+            listed,
+            abi.MAX_ERROR_CODES,
+        )
+        if code != 0:
+            out.codes["error_codes"] = code
+            return ()
+        active = listed[: max(0, min(count.value, abi.MAX_ERROR_CODES))]
+        return tuple(ErrorCodeRecord(value, self._error_text(ref, value)) for value in active)
+
+    def _error_text(self, ref: ChipRef, value: int) -> str:
+        known = self._error_texts.get(value)
+        if known is not None:
+            return known
+        buffer = ctypes.create_string_buffer(abi.ERROR_TEXT_BYTES + _SPARE)
+        code = self._call(
+            ref,
+            "error_text",
+            "dcmi_get_device_errorcode_string",
+            ref.card_id,
+            ref.device_id,
+            value,
+            buffer,
+            abi.ERROR_TEXT_BYTES,
+        )
+        if code != 0:
+            return ""
+        text = abi.text_field(buffer.raw[: abi.ERROR_TEXT_BYTES])
+        self._error_texts[value] = text
+        return text
+
+
+def _text(info: Optional[_AnyChipInfo], name: str) -> Optional[str]:
+    """A text field of chip info, ``None`` when absent or empty (``npu_name`` is v2 only)."""
+    raw = getattr(info, name, None) if info is not None else None
+    return (abi.text_field(raw) or None) if raw is not None else None
+
+
+def _watts(out: _Out, tenths: int) -> bool:
+    if 0 <= tenths < _INT32_LIMIT:
+        out.values["power_w"] = tenths / 10
+        return True
+    out.codes["power_w"] = INVALID_VALUE
+    return False
+
+
+def _bus_id(pcie: abi.PcieInfoAll) -> str:
+    """``0000:c1:00.0``: sysfs' lower-case spelling (npu-smi prints upper case)."""
+    return f"{max(0, pcie.domain):04x}:{pcie.bdf_busid:02x}:{pcie.bdf_deviceid:02x}.{pcie.bdf_funcid:x}"
