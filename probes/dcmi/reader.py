@@ -319,12 +319,21 @@ class Reader:
         return tuple(self._tick_chip(ref, first[ref.card_id] == ref.device_id) for ref in refs)
 
     def _call(self, ref: ChipRef, what: str, function: str, *args: object) -> int:
-        return self._gate.call(self.library, (ref.card_id, ref.device_id, what), function, *args)
+        """``function(card, device, *args)`` through the gate (sticky and back-off per chip)."""
+        key = (ref.card_id, ref.device_id, what)
+        return self._gate.call(self.library, key, function, ref.card_id, ref.device_id, *args)
 
     def _scalar(self, ref: ChipRef, what: str, function: str, kind: Type[C], *args: int) -> Tuple[int, int]:
         out = kind(0)
-        code = self._call(ref, what, function, ref.card_id, ref.device_id, *args, ctypes.pointer(out))
+        code = self._call(ref, what, function, *args, ctypes.pointer(out))
         return code, int(out.value)
+
+    def _read(
+        self, ref: ChipRef, what: str, function: str, kind: Type[abi.S], *args: int
+    ) -> Tuple[int, abi.S]:
+        buffer = abi.output_buffer()  # room for a newer library's grown structure
+        code = self._call(ref, what, function, *args, buffer)
+        return code, abi.read_struct(buffer, kind)
 
     def _tick_chip(self, ref: ChipRef, first_of_card: bool) -> ChipTick:
         out = _Out()
@@ -333,9 +342,8 @@ class Reader:
             out.codes["health"] = code
         elif health == abi.HEALTH_ABSENT:  # the chip is gone: asking the rest would only fail
             return ChipTick(ref, health=health)
-        out.temperature(
-            "temperature_c", *self._scalar(ref, "temperature", "dcmi_get_device_temperature", ctypes.c_int)
-        )
+        temperature = self._scalar(ref, "temperature", "dcmi_get_device_temperature", ctypes.c_int)
+        out.temperature("temperature_c", *temperature)
         board_power = self._power(ref, first_of_card, out)
         for name, selector in UTILIZATIONS:
             out.percent(name, *self._utilization(ref, selector))
@@ -356,9 +364,8 @@ class Reader:
         )
 
     def _utilization(self, ref: ChipRef, selector: int) -> Tuple[int, int]:
-        return self._scalar(
-            ref, f"util:{selector}", "dcmi_get_device_utilization_rate", ctypes.c_uint, selector
-        )
+        function = "dcmi_get_device_utilization_rate"
+        return self._scalar(ref, f"util:{selector}", function, ctypes.c_uint, selector)
 
     def _power(self, ref: ChipRef, first_of_card: bool, out: _Out) -> bool:
         """Chip power; a 310P's board power (MCU) on the card's first chip when the chip has none."""
@@ -370,24 +377,22 @@ class Reader:
             out.codes["power_w"] = code
             return False
         board = ctypes.c_int(0)
-        board_key = (ref.card_id, -1, "mcu_power")
-        mcu_code = self._gate.call(
-            self.library, board_key, "dcmi_mcu_get_power_info", ref.card_id, ctypes.pointer(board)
+        key = (ref.card_id, -1, "mcu_power")  # a card's call: sticky per card
+        mcu = self._gate.call(
+            self.library, key, "dcmi_mcu_get_power_info", ref.card_id, ctypes.pointer(board)
         )
-        if mcu_code != 0:
-            telling = mcu_code not in UNSUPPORTED and mcu_code != SYMBOL_MISSING
-            out.codes["power_w"] = mcu_code if telling else code
+        if mcu != 0:
+            telling = mcu not in UNSUPPORTED and mcu != SYMBOL_MISSING
+            out.codes["power_w"] = mcu if telling else code
             return False
         return _watts(out, board.value)
 
     def _hbm(self, ref: ChipRef, out: _Out) -> None:
-        buffer = abi.output_buffer()
-        code = self._call(ref, "hbm_info", "dcmi_get_device_hbm_info", ref.card_id, ref.device_id, buffer)
+        code, hbm = self._read(ref, "hbm_info", "dcmi_get_device_hbm_info", abi.HbmInfo)
         if code != 0:
             out.fail(HBM_FIELDS, code)
             out.percent("hbm_bandwidth_percent", *self._utilization(ref, abi.UTIL_HBM_BANDWIDTH))
             return
-        hbm = abi.read_struct(buffer, abi.HbmInfo)
         out.values["hbm_used_mib"] = hbm.memory_usage
         out.values["hbm_total_mib"] = hbm.memory_size
         out.temperature("hbm_temperature_c", 0, hbm.temp)
@@ -395,12 +400,8 @@ class Reader:
 
     def _memory(self, ref: ChipRef, out: _Out) -> None:
         """DDR through ``memory_info_v3`` (with huge pages), else ``_v2`` (GPUStack's order)."""
-        buffer = abi.output_buffer()
-        code = self._call(
-            ref, "memory_v3", "dcmi_get_device_memory_info_v3", ref.card_id, ref.device_id, buffer
-        )
+        code, memory = self._read(ref, "memory_v3", "dcmi_get_device_memory_info_v3", abi.MemoryInfoV3)
         if code == 0:
-            memory = abi.read_struct(buffer, abi.MemoryInfoV3)
             out.values["memory_total_mib"] = memory.memory_size
             out.values["memory_used_mib"] = max(0, memory.memory_size - memory.memory_available)
             out.values["hugepages_total"] = memory.hugepages_total
@@ -410,24 +411,16 @@ class Reader:
         if code not in UNSUPPORTED and code != SYMBOL_MISSING:
             out.fail(MEMORY_FIELDS, code)
             return
-        buffer = abi.output_buffer()
-        older = self._call(
-            ref, "memory_v2", "dcmi_get_device_memory_info_v2", ref.card_id, ref.device_id, buffer
-        )
-        if older != 0:
-            out.fail(MEMORY_FIELDS, code if older == SYMBOL_MISSING else older)
-            return
-        memory2 = abi.read_struct(buffer, abi.MemoryInfoV2)
-        if memory2.utiliza > 100:
-            out.fail(MEMORY_FIELDS, INVALID_VALUE)
+        older, memory2 = self._read(ref, "memory_v2", "dcmi_get_device_memory_info_v2", abi.MemoryInfoV2)
+        if older != 0 or memory2.utiliza > 100:
+            out.fail(MEMORY_FIELDS, code if older == SYMBOL_MISSING else older or INVALID_VALUE)
             return
         out.values["memory_total_mib"] = memory2.memory_size
         out.values["memory_used_mib"] = memory2.memory_size * memory2.utiliza // 100
 
     def _frequency_and_voltage(self, ref: ChipRef, out: _Out) -> None:
-        code, mhz = self._scalar(
-            ref, "freq:current", "dcmi_get_device_frequency", ctypes.c_uint, abi.FREQ_AICORE_CURRENT
-        )
+        function = "dcmi_get_device_frequency"
+        code, mhz = self._scalar(ref, "freq:current", function, ctypes.c_uint, abi.FREQ_AICORE_CURRENT)
         if code != 0:
             out.codes["aicore_freq_mhz"] = code
         else:
@@ -441,33 +434,21 @@ class Reader:
             out.values["voltage_v"] = hundredths / 100
 
     def _ecc(self, ref: ChipRef, out: _Out) -> None:
-        buffer = abi.output_buffer()  # dcmi_ecc_info grew from 28 to 36 bytes in newer headers
-        code = self._call(
-            ref, "ecc:hbm", "dcmi_get_device_ecc_info", ref.card_id, ref.device_id, abi.ECC_HBM, buffer
-        )
+        # dcmi_ecc_info grew from 28 to 36 bytes in newer headers: _read's buffer has room.
+        code, ecc = self._read(ref, "ecc:hbm", "dcmi_get_device_ecc_info", abi.EccInfo, abi.ECC_HBM)
         if code != 0:
             out.fail(ECC_FIELDS, code)
             return
-        ecc = abi.read_struct(buffer, abi.EccInfo)
         out.values["ecc_single_bit_errors"] = ecc.single_bit_error_cnt
         out.values["ecc_double_bit_errors"] = ecc.double_bit_error_cnt
-        out.values["ecc_isolated_pages"] = (
-            ecc.single_bit_isolated_pages_cnt + ecc.double_bit_isolated_pages_cnt
-        )
+        isolated = ecc.single_bit_isolated_pages_cnt + ecc.double_bit_isolated_pages_cnt
+        out.values["ecc_isolated_pages"] = isolated
 
     def _processes(self, ref: ChipRef, out: _Out) -> Optional[Tuple[ProcessRecord, ...]]:
         entry = ctypes.sizeof(abi.ProcMemInfo)
         buffer = ctypes.create_string_buffer(abi.MAX_PROCESSES * entry + _SPARE)
         count = ctypes.c_int(0)
-        code = self._call(
-            ref,
-            "processes",
-            "dcmi_get_device_resource_info",
-            ref.card_id,
-            ref.device_id,
-            buffer,
-            ctypes.pointer(count),
-        )
+        code = self._call(ref, "processes", "dcmi_get_device_resource_info", buffer, ctypes.pointer(count))
         if code != 0:
             out.codes["processes"] = code
             return None
@@ -478,16 +459,8 @@ class Reader:
     def _error_codes(self, ref: ChipRef, out: _Out) -> Tuple[ErrorCodeRecord, ...]:
         count = ctypes.c_int(0)
         listed = (ctypes.c_uint * (abi.MAX_ERROR_CODES + _SPARE))()
-        code = self._call(
-            ref,
-            "error_codes",
-            "dcmi_get_device_errorcode_v2",
-            ref.card_id,
-            ref.device_id,
-            ctypes.pointer(count),
-            listed,
-            abi.MAX_ERROR_CODES,
-        )
+        function = "dcmi_get_device_errorcode_v2"
+        code = self._call(ref, "error_codes", function, ctypes.pointer(count), listed, abi.MAX_ERROR_CODES)
         if code != 0:
             out.codes["error_codes"] = code
             return ()
@@ -495,24 +468,15 @@ class Reader:
         return tuple(ErrorCodeRecord(value, self._error_text(ref, value)) for value in active)
 
     def _error_text(self, ref: ChipRef, value: int) -> str:
+        """The library's text for an error code (kept once given: a code's text does not change)."""
         known = self._error_texts.get(value)
         if known is not None:
             return known
         buffer = ctypes.create_string_buffer(abi.ERROR_TEXT_BYTES + _SPARE)
-        code = self._call(
-            ref,
-            "error_text",
-            "dcmi_get_device_errorcode_string",
-            ref.card_id,
-            ref.device_id,
-            value,
-            buffer,
-            abi.ERROR_TEXT_BYTES,
-        )
-        if code != 0:
+        function = "dcmi_get_device_errorcode_string"
+        if self._call(ref, "error_text", function, value, buffer, abi.ERROR_TEXT_BYTES) != 0:
             return ""
-        text = abi.text_field(buffer.raw[: abi.ERROR_TEXT_BYTES])
-        self._error_texts[value] = text
+        text = self._error_texts[value] = abi.text_field(buffer.raw[: abi.ERROR_TEXT_BYTES])
         return text
 
 

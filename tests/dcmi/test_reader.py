@@ -696,3 +696,9 @@ def test_a_chip_without_logic_id_is_still_listed_with_the_code():
     (facts,) = inventory.chips
     assert facts.ref == ChipRef(0, 0)
     assert facts.codes == {"logic_id": SYMBOL_MISSING, "phy_id": SYMBOL_MISSING}
+
+
+def test_an_impossible_v2_utilisation_is_a_failure():
+    (tick,) = ticked(one_910b(hbm=None, memory_v3=None, memory_v2=(8192, 150)))
+    assert tick.codes["memory_used_mib"] == tick.codes["memory_total_mib"] == INVALID_VALUE
+    assert "memory_used_mib" not in tick.values
