@@ -99,6 +99,29 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 
+def register_child(proc: subprocess.Popen[bytes]) -> None:
+    """Count a long-lived child npuwatch started itself (the DCMI worker) among the live ones:
+    ``kill_all()`` kills it, with all it spawned, at exit and on npuwatch's signals.
+
+    Start it as ``run()`` starts its children: ``start_new_session=True`` (its own group).
+    """
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = proc
+        _ENDED.discard(proc.pid)
+
+
+def forget_child(proc: subprocess.Popen[bytes]) -> None:
+    """Stop counting ``proc`` (``register_child``): it ended, and was reaped."""
+    with _LIVE_LOCK:
+        _LIVE.pop(proc.pid, None)
+        _ENDED.discard(proc.pid)
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a child's group and session, its descendants, and whoever holds its pipes."""
+    _kill_tree(proc)
+
+
 @contextlib.contextmanager
 def _held_signals() -> Iterator[None]:
     """Hold SIGTERM/SIGHUP/SIGINT off (main thread only) so a second signal cannot cut a sweep short."""

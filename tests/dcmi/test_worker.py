@@ -1,0 +1,223 @@
+"""The DCMI worker process: one per source, deadlines, restarts, crashes reported, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from npuwatch.probes import runner
+from npuwatch.probes.dcmi import records
+from npuwatch.probes.dcmi.worker import (
+    RESTART_BACKOFF_MAX_S,
+    Worker,
+    WorkerFailure,
+    WorkerTick,
+    crash_message,
+    restart_delay_s,
+)
+from tests.conftest import REPO
+
+OPENER = "tests.dcmi.standin:open_reader"
+
+
+def _worker(tmp_path: Path, mode: str = "ok", timeout_s: float = 5.0, **extra: str) -> Worker:
+    environ = {
+        "PYTHONPATH": str(REPO),
+        "STANDIN_MODE": mode,
+        "STANDIN_MARK": str(tmp_path / "mark"),
+        **extra,
+    }
+    return Worker(None, "/", timeout_s, environ, opener=OPENER)
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """Whether ``pid`` is gone (or a zombie someone else reaps) before a generous deadline."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _tick(worker: Worker) -> WorkerTick:
+    answer = worker.tick()
+    assert isinstance(answer, WorkerTick), answer
+    return answer
+
+
+def test_one_worker_serves_every_tick_with_the_enumeration_it_made(tmp_path):
+    with _worker(tmp_path) as worker:
+        worker.start()
+        first = _tick(worker)
+        second = _tick(worker)
+        assert worker.starts == 1
+        assert first.pid == second.pid == worker.pid
+        assert first.enumerated and not second.enumerated
+        assert [chip.ref.card_id for chip in first.inventory.chips] == [0, 3]
+        assert first.inventory.driver_version == "24.1.rc1.b030"
+        # The reader lives on in the one worker: its tick count goes on.
+        assert [t.values["aicore_percent"] for t in (first.chips[0], second.chips[0])] == [1.0, 2.0]
+
+
+def test_a_reenumeration_is_done_on_request_by_the_same_worker(tmp_path):
+    with _worker(tmp_path) as worker:
+        _tick(worker)
+        again = worker.tick(reenumerate=True)
+        assert isinstance(again, WorkerTick)
+        assert again.enumerated and "inventory_s" in again.timings
+        assert worker.starts == 1
+
+
+def test_the_worker_runs_in_its_own_session_and_is_counted_for_kill_all(tmp_path):
+    with _worker(tmp_path) as worker:
+        _tick(worker)
+        pid = worker.pid
+        assert pid is not None
+        assert os.getsid(pid) == pid  # its own session (and group)
+        assert pid in runner._LIVE
+    assert pid not in runner._LIVE
+
+
+def test_a_hung_call_is_killed_at_its_deadline_and_a_fresh_worker_serves_the_next_tick(tmp_path):
+    with _worker(tmp_path, "hang-tick-once", timeout_s=0.5) as worker:
+        worker.start()
+        hung_pid = worker.pid
+        assert hung_pid is not None
+        hung = worker.tick()
+        assert isinstance(hung, WorkerFailure)
+        assert hung.kind == "timeout"
+        assert "did not return within 0.5 s (the tick's calls)" in hung.message
+        assert _gone(hung_pid)
+        assert hung_pid not in runner._LIVE
+        after = _tick(worker)  # a fresh worker: re-init, re-enumerate, then the tick
+        assert after.enumerated
+        assert worker.starts == 2
+        assert after.pid != hung_pid
+        assert [chip.ref.card_id for chip in after.chips] == [0, 3]
+
+
+def test_a_segfault_in_the_library_is_a_reported_failure_and_the_next_tick_restarts(tmp_path):
+    with _worker(tmp_path, "segv-tick-once") as worker:
+        crashed = worker.tick()
+        assert isinstance(crashed, WorkerFailure)
+        assert crashed.kind == "crash"
+        assert crashed.message == "the DCMI library crashed (SIGSEGV) in the worker; npuwatch kept running"
+        after = _tick(worker)
+        assert after.enumerated
+        assert worker.starts == 2
+
+
+def test_a_reader_exception_is_a_crash_failure_with_its_traceback(tmp_path):
+    with _worker(tmp_path, "raise-tick") as worker:
+        failed = worker.tick()
+        assert isinstance(failed, WorkerFailure)
+        assert failed.kind == "crash"
+        assert "ValueError: the stand-in's bug" in failed.message
+        assert "Traceback" in failed.output
+
+
+def test_what_the_library_prints_never_reaches_the_protocol(tmp_path):
+    with _worker(tmp_path, "print") as worker:
+        for _ in range(3):
+            _tick(worker)
+        assert worker.starts == 1
+
+
+def test_the_refresh_function_runs_before_each_tick(tmp_path):
+    log = tmp_path / "refreshes"
+    with _worker(
+        tmp_path,
+        NPUWATCH_FAKE_DCMI_REFRESH="tests.dcmi.standin:refresh",
+        STANDIN_REFRESHES=str(log),
+    ) as worker:
+        _tick(worker)
+        _tick(worker)
+    assert log.read_text().splitlines() == ["refreshed", "refreshed"]
+
+
+def test_a_broken_refresh_function_is_a_warning_not_a_failure(tmp_path):
+    with _worker(tmp_path, NPUWATCH_FAKE_DCMI_REFRESH="tests.dcmi.no_such_module:refresh") as worker:
+        tick = _tick(worker)
+    assert len(tick.warnings) == 1
+    assert "NPUWATCH_FAKE_DCMI_REFRESH=tests.dcmi.no_such_module:refresh failed" in tick.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind", "code", "words"),
+    [
+        ("init:-8002", "permission", -8002, "not root and not in the HwHiAiUser group"),
+        ("init:-8005", "init", -8005, "dcmi_init failed with -8005"),
+        ("not-found", "not-found", None, "libdcmi.so not found"),
+    ],
+)
+def test_an_init_failure_says_why_and_its_worker_ends(tmp_path, mode, kind, code, words):
+    with _worker(tmp_path, mode) as worker:
+        worker.start()
+        pid = worker.pid
+        assert pid is not None
+        failure = worker.tick()
+        assert isinstance(failure, WorkerFailure)
+        assert (failure.kind, failure.code) == (kind, code)
+        assert words in failure.message
+        assert _gone(pid)
+    if kind == "permission":
+        assert "usermod -aG HwHiAiUser" in failure.hint
+    if kind == "init":
+        assert "--device /dev/davinci_manager" in failure.hint  # dcmi_codes' container hint
+
+
+def test_failures_in_a_row_back_off_before_a_new_worker_starts(tmp_path):
+    clock = [100.0]
+    worker = _worker(tmp_path, "init:-8002")
+    worker._clock = lambda: clock[0]
+    with worker:
+        for _ in range(3):
+            assert isinstance(worker.tick(), WorkerFailure)
+        starts = worker.starts
+        repeated = worker.tick()  # backing off: the same answer, no new process
+        assert isinstance(repeated, WorkerFailure) and repeated.kind == "permission"
+        assert worker.starts == starts and worker.pid is None
+        clock[0] += RESTART_BACKOFF_MAX_S
+        worker.tick()
+        assert worker.starts == starts + 1
+
+
+def test_restart_delays_grow_to_a_cap():
+    delays = [restart_delay_s(n) for n in range(1, 12)]
+    assert delays[:2] == [0.0, 0.0]
+    assert delays[2:5] == [2.0, 4.0, 8.0]
+    assert delays[-1] == RESTART_BACKOFF_MAX_S
+
+
+def test_crash_messages_name_the_signal_or_the_exit_code():
+    assert crash_message(-11) == "the DCMI library crashed (SIGSEGV) in the worker; npuwatch kept running"
+    assert crash_message(-6).startswith("the DCMI library crashed (SIGABRT)")
+    assert "exit code 3" in crash_message(3)
+
+
+def test_close_ends_the_worker_and_later_ticks_say_closed(tmp_path):
+    worker = _worker(tmp_path)
+    _tick(worker)
+    pid = worker.pid
+    assert pid is not None
+    worker.close()
+    assert _gone(pid)
+    assert worker.pid is None
+    closed = worker.tick()
+    assert isinstance(closed, WorkerFailure) and closed.kind == "closed"
+    worker.close()  # idempotent
+
+
+def test_records_cross_the_pipe_as_the_records_module_s_own(tmp_path):
+    with _worker(tmp_path) as worker:
+        tick = _tick(worker)
+    assert type(tick.chips[0]) is records.ChipTick
+    assert type(tick.inventory) is records.Inventory
