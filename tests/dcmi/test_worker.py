@@ -221,3 +221,42 @@ def test_records_cross_the_pipe_as_the_records_module_s_own(tmp_path):
         tick = _tick(worker)
     assert type(tick.chips[0]) is records.ChipTick
     assert type(tick.inventory) is records.Inventory
+
+
+# --- the default opener: the real loader and reader ---------------------------------------------
+
+
+def _real(library: str, tmp_path: Path) -> WorkerFailure:
+    with Worker(library, str(tmp_path), 10.0, {"PYTHONPATH": str(REPO)}) as worker:
+        answer = worker.tick()
+    assert isinstance(answer, WorkerFailure), answer
+    return answer
+
+
+def test_a_library_that_is_not_there_is_not_found(tmp_path):
+    failure = _real(str(tmp_path / "libdcmi.so"), tmp_path)
+    assert failure.kind == "not-found"
+    assert failure.message == f"{tmp_path / 'libdcmi.so'} not found"
+    assert failure.hint
+
+
+def test_a_file_that_is_no_library_is_a_load_failure(tmp_path):
+    junk = tmp_path / "libdcmi.so"
+    junk.write_text("not an ELF file\n")
+    failure = _real(str(junk), tmp_path)
+    assert failure.kind == "load"
+    assert str(junk) in failure.message
+
+
+def test_a_stand_in_that_cannot_be_imported_is_a_load_failure(tmp_path):
+    failure = _real("python:tests.dcmi.no_such_stand_in", tmp_path)
+    assert failure.kind == "load"
+    assert "ModuleNotFoundError" in failure.message
+
+
+def test_no_library_under_the_root_is_not_found(tmp_path):
+    with Worker(None, str(tmp_path), 10.0, {"PYTHONPATH": str(REPO)}) as worker:
+        failure = worker.tick()
+    assert isinstance(failure, WorkerFailure)
+    assert failure.kind == "not-found"
+    assert failure.message.startswith("libdcmi.so not found (tried ")
