@@ -13,6 +13,10 @@ from npuwatch.model import MetricStatus, Snapshot
 #: The metrics kept per chip: what the dashboard and notebook draw as graphs (``graphed`` rows of
 #: the metric table).
 HISTORY_METRICS: Tuple[str, ...] = tuple(row.name for row in METRICS if row.graphed)
+#: Of those, the ones a chip may never report (shown only when reported: the driver-only metrics,
+#: ``extra`` rows): their series start at the chip's first value, so a chip read through npu-smi
+#: keeps no column of gaps for them.
+_FROM_FIRST_VALUE = frozenset(row.name for row in METRICS if row.graphed and row.extra is not None)
 
 #: A feed's History keeps at least this much (the issue asks for ≥ 10 minutes at 1 s) …
 HISTORY_S = 900.0
@@ -36,8 +40,9 @@ class History:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._series: Dict[Tuple[ChipKey, str], Deque[Point]] = {}
-        # Per chip, its series in HISTORY_METRICS order (what ``add`` appends to every tick).
-        self._rows: Dict[ChipKey, List[Tuple[str, Deque[Point]]]] = {}
+        # Per chip, its series in HISTORY_METRICS order (what ``add`` appends to every tick), each
+        # with whether it starts at the chip's first value.
+        self._rows: Dict[ChipKey, List[Tuple[str, Deque[Point], bool]]] = {}
 
     @classmethod
     def for_span(cls, interval_s: float, span_s: float = HISTORY_S) -> History:
@@ -50,16 +55,19 @@ class History:
         with self._lock:
             for chip in snapshot.chips:
                 notes = chip.notes
-                for metric, series in self._row(chip.identity.key):
+                for metric, series, from_first in self._row(chip.identity.key):
                     # A stale value is a repeat, not a measurement: graph it as a gap.
                     note = notes.get(metric) if notes else None
                     if note is not None and note.status is MetricStatus.STALE:
-                        series.append((t, None))
+                        value = None
                     else:
                         value = getattr(chip, metric)
-                        series.append((t, None if value is None else float(value)))
+                    if value is not None:
+                        series.append((t, float(value)))
+                    elif series or not from_first:
+                        series.append((t, None))
 
-    def _row(self, chip: ChipKey) -> List[Tuple[str, Deque[Point]]]:
+    def _row(self, chip: ChipKey) -> List[Tuple[str, Deque[Point], bool]]:
         """The chip's series, created when it first appears (call with the lock held)."""
         row = self._rows.get(chip)
         if row is None:
@@ -68,7 +76,7 @@ class History:
                 series = self._series.get((chip, metric))
                 if series is None:
                     series = self._series[(chip, metric)] = deque(maxlen=self.capacity)
-                row.append((metric, series))
+                row.append((metric, series, metric in _FROM_FIRST_VALUE))
             self._rows[chip] = row
         return row
 

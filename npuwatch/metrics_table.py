@@ -5,8 +5,10 @@ A new per-chip metric is a row here, the field of the same name in ``model.ChipS
 what its chip source fills in: the JSON (``model.CHIP_METRICS``), the history
 (``history.HISTORY_METRICS``), ``/metrics`` (``exporter.metrics``), the dashboard's detail
 screen (its row and its graph), the cards of the dashboard and the notebook, and the text view's
-columns (through the view model's cells) all follow from the row.  Standard library only: the
-model imports this module.
+columns (through the view model's cells) all follow from the row.  A metric without a card cell
+shows as its ``extra`` says (beside a cell, a bar, a detail line) on a chip that reports it, and
+nowhere on one that does not (an npu-smi chip has none of the driver-only metrics).  Standard
+library only: the model imports this module.
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ class Scale(enum.Enum):
     FIXED = "fixed"
     #: No scale: no bar, graphs top at the data's largest value.
     NONE = "none"
+
+
+class Extra(enum.Enum):
+    """How a metric without a card cell shows on a chip's card (dashboard and notebook) and in the
+    text view, when the chip reports it; a chip that does not report it shows nothing for it."""
+
+    #: Next to the card cell ``ChipMetric.beside`` names: ``1300/1800 MHz`` beside AI Core.
+    BESIDE = "beside"
+    #: A bar of its own under the cells: Vector, HBM bandwidth.
+    BAR = "bar"
+    #: One of the chip's detail lines: ``Cube 12%``, ``ECC 2-bit 0 errors``.
+    DETAIL = "detail"
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,12 @@ class ChipMetric:
     #: aside as implausible (``npuwatch.plausible``).
     lowest: Optional[float] = 0.0
     highest: Optional[float] = None
+    #: How the card shows a metric that has no ``cell`` (None: the detail screen only).
+    extra: Optional[Extra] = None
+    beside: Optional[str] = None  # the card cell an ``Extra.BESIDE`` metric is shown next to
+    #: The metric holding this one's rated value (its text becomes ``1300/1800 MHz``; its graph
+    #: tops at it unless the data goes past it).
+    rated: Optional[str] = None
 
 
 #: The per-chip metrics, in the order the JSON schema lists them.  Every one is a number or
@@ -173,6 +193,154 @@ METRICS: Tuple[ChipMetric, ...] = (
     ),
     ChipMetric("hugepages_used", "pages", "Huge pages", "Huge pages", "HUGE", total="hugepages_total"),
     ChipMetric("hugepages_total", "pages", "Huge pages total", "Huge pages total", "HUGE"),
+    # --- the driver-only metrics (DCMI reads them; npu-smi's table prints none of them) ---------
+    ChipMetric(
+        "aicore_freq_mhz",
+        "MHz",
+        "Freq",
+        "AI Core frequency",
+        "FREQ",
+        graphed=True,
+        exporter_name="npu_chip_info_aicore_current_freq",
+        exporter_help="the npu ai core current frequency, unit is 'MHz'",
+        highest=10000.0,
+        extra=Extra.BESIDE,
+        beside="util",
+        rated="aicore_rated_freq_mhz",
+    ),
+    ChipMetric(
+        "aicore_rated_freq_mhz",
+        "MHz",
+        "Rated freq",
+        "AI Core rated frequency",
+        "FMAX",
+        exporter_name="npuwatch_chip_aicore_rated_freq",
+        exporter_help="the npu ai core rated (maximum) frequency, unit is 'MHz'",
+        highest=10000.0,
+    ),
+    ChipMetric(
+        "vector_percent",
+        "%",
+        "Vector",
+        "Vector utilisation",
+        "VEC",
+        Scale.PERCENT,
+        ceiling=100.0,
+        graphed=True,
+        exporter_name="npu_chip_info_vector_utilization",
+        exporter_help="the vector core utilization, unit is '%'",
+        highest=100.0,
+        extra=Extra.BAR,
+    ),
+    ChipMetric(
+        "cube_percent",
+        "%",
+        "Cube",
+        "Cube utilisation",
+        "CUBE",
+        Scale.PERCENT,
+        ceiling=100.0,
+        exporter_name="npu_chip_info_cube_utilization",
+        exporter_help="the cube core utilization, unit is '%'",
+        highest=100.0,
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "aicpu_percent",
+        "%",
+        "AI CPU",
+        "AI CPU utilisation",
+        "ACPU",
+        Scale.PERCENT,
+        ceiling=100.0,
+        exporter_name="npuwatch_chip_aicpu_utilization",
+        exporter_help="the ai cpu utilization, unit is '%'",
+        highest=100.0,
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "ctrlcpu_percent",
+        "%",
+        "Ctrl CPU",
+        "Control CPU utilisation",
+        "CCPU",
+        Scale.PERCENT,
+        ceiling=100.0,
+        exporter_name="npuwatch_chip_ctrlcpu_utilization",
+        exporter_help="the control cpu utilization, unit is '%'",
+        highest=100.0,
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "hbm_bandwidth_percent",
+        "%",
+        "HBM BW",
+        "HBM bandwidth utilisation",
+        "HBW",
+        Scale.PERCENT,
+        ceiling=100.0,
+        graphed=True,
+        exporter_name="npu_chip_info_hbm_bandwidth_utilization",
+        exporter_help="the npu hbm bandwidth utilization, unit is '%'",
+        highest=100.0,
+        extra=Extra.BAR,
+    ),
+    ChipMetric(
+        "hbm_temperature_c",
+        "°C",
+        "HBM temp",
+        "HBM temperature",
+        "HBMT",
+        Scale.FIXED,
+        ceiling=100.0,
+        graphed=True,
+        exporter_name="npu_chip_info_hbm_temperature",
+        exporter_help="the npu hbm temperature, unit is 'C'",
+        lowest=-60.0,
+        highest=150.0,
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "voltage_v",
+        "V",
+        "Voltage",
+        "Voltage",
+        "VOLT",
+        exporter_name="npu_chip_info_voltage",
+        exporter_help="the npu voltage, unit is 'V'",
+        highest=20.0,
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "ecc_single_bit_errors",
+        "errors",
+        "ECC 1-bit",
+        "HBM ECC single-bit errors",
+        "SBE",
+        exporter_name="npu_chip_info_hbm_ecc_single_bit_error_cnt",
+        exporter_help="the npu hbm single-bit ecc error count",
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "ecc_double_bit_errors",
+        "errors",
+        "ECC 2-bit",
+        "HBM ECC double-bit errors",
+        "DBE",
+        exporter_name="npu_chip_info_hbm_ecc_double_bit_error_cnt",
+        exporter_help="the npu hbm double-bit ecc error count",
+        extra=Extra.DETAIL,
+    ),
+    ChipMetric(
+        "ecc_isolated_pages",
+        "pages",
+        "ECC pages",
+        "HBM pages isolated after ECC errors",
+        "ISOP",
+        exporter_name="npuwatch_chip_hbm_ecc_isolated_pages",
+        exporter_help="the npu hbm pages isolated after ecc errors",
+        extra=Extra.DETAIL,
+    ),
 )
 
 #: Each metric by name.
@@ -188,6 +356,10 @@ CELLS: Tuple[str, ...] = _CARD_ORDER + tuple(
 def metric(name: str) -> ChipMetric:
     """The row of the metric called ``name`` (a ``KeyError`` for a name the table lacks)."""
     return BY_NAME[name]
+
+
+#: The metrics without a card cell that the card shows when the chip reports them, in table order.
+EXTRAS: Tuple[ChipMetric, ...] = tuple(row for row in METRICS if row.extra is not None)
 
 
 def cell_metrics(cell: str) -> Tuple[ChipMetric, ...]:

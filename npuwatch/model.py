@@ -15,6 +15,9 @@ SCHEMA = "npuwatch/snapshot/v1"
 #: which says how every layer labels, scales, keeps and exports each).  Every one is a number or
 #: ``None``; a ``None`` always has its reason in ``ChipSample.notes``.
 CHIP_METRICS: Tuple[str, ...] = tuple(row.name for row in METRICS)
+#: Each metric's title in words (the metric table's ``title``: ``AI Core frequency``), for the
+#: probes, which name a metric in a reason and import only this module.
+METRIC_TITLES: Mapping[str, str] = {row.name: row.title for row in METRICS}
 
 
 class Level(enum.Enum):
@@ -217,6 +220,21 @@ class ChipSample:
     #: Why the chip is gone (the source stopped listing it, its PCI config space reads ff ff):
     #: a fact the sampler sets, so no rule has to read it out of a message's wording.
     lost_reason: Optional[str] = None
+    # The driver-only metrics (DCMI reads them; npu-smi's table prints none, so its chips have
+    # each as None with a note naming the DCMI backend).  After the fields above, so that no
+    # positional construction moves.
+    aicore_freq_mhz: Optional[int] = None  # AI Core's current frequency
+    aicore_rated_freq_mhz: Optional[int] = None  # its rated (maximum) frequency
+    vector_percent: Optional[int] = None
+    cube_percent: Optional[int] = None  # the 950's AI Cube
+    aicpu_percent: Optional[int] = None
+    ctrlcpu_percent: Optional[int] = None
+    hbm_bandwidth_percent: Optional[int] = None
+    hbm_temperature_c: Optional[int] = None
+    voltage_v: Optional[float] = None
+    ecc_single_bit_errors: Optional[int] = None  # HBM ECC counts (DCMI's ECC info of the HBM)
+    ecc_double_bit_errors: Optional[int] = None
+    ecc_isolated_pages: Optional[int] = None
 
     def metric(self, name: str) -> Optional[float]:
         """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""
@@ -273,12 +291,16 @@ class HostInfo:
 
 @dataclass(frozen=True)
 class Versions:
-    """Software versions: npu-smi (header), driver, firmware and CANN toolkit."""
+    """Software versions: npu-smi (header), driver, firmware, CANN toolkit and the DCMI library.
+
+    A chip source's own version is the field named after its probe (``Snapshot.chip_source_version``).
+    """
 
     npu_smi: Optional[str] = None
     driver: Optional[str] = None
     firmware: Optional[str] = None
     cann: Optional[str] = None
+    dcmi: Optional[str] = None  # the DCMI library's version (``dcmi_get_dcmi_version``)
 
 
 @dataclass(frozen=True)
@@ -314,8 +336,12 @@ class Snapshot:
     warnings: Tuple[str, ...] = ()
     probes: Tuple[ProbeReport, ...] = ()
     #: The ``probe_name`` of the chip source that read the chips (``npu-smi``; ``dcmi``): its report
-    #: is ``chip_source_report``.  A snapshot read back from JSON says ``npu-smi``, the only one yet.
+    #: is ``chip_source_report``; the JSON's ``backend``.  A recording made before the JSON said it
+    #: reads back as ``npu-smi`` (the only backend then).
     chip_source: str = "npu-smi"
+    #: Why this backend read the chips instead of the one asked for (``auto`` fell back from DCMI to
+    #: npu-smi, and why); None when no fallback happened.  The JSON's ``backend_note``.
+    backend_note: Optional[str] = None
 
     def probe(self, name: str) -> Optional[ProbeReport]:
         """The report of the probe called ``name``, if it ran."""
@@ -330,7 +356,7 @@ class Snapshot:
     @property
     def chip_source_version(self) -> Optional[str]:
         """The chip source's own version: the ``Versions`` field named after its probe
-        (``npu_smi`` for ``npu-smi``; a new source adds its own field), else ``None``."""
+        (``npu_smi`` for ``npu-smi``, ``dcmi`` for ``dcmi``), else ``None``."""
         value = getattr(self.versions, self.chip_source.replace("-", "_"), None)
         return value if isinstance(value, str) else None
 

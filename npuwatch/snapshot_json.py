@@ -39,6 +39,7 @@ _PCIE_FIELDS = (
     "aer_fatal_total",
     "present",
 )
+_VERSION_FIELDS = ("npu_smi", "driver", "firmware", "cann", "dcmi")
 _PROCESS_HOST_FIELDS = ("user", "command", "cpu_percent", "rss_bytes", "start_time_s")
 _HOST_FIELDS = ("hostname", "cpu_percent", "memory_used_bytes", "memory_total_bytes")
 
@@ -50,12 +51,10 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
         "schema": SCHEMA,
         "taken_at": snapshot.taken_at.isoformat(),
         "source": snapshot.source,
-        "versions": {
-            "npu_smi": snapshot.versions.npu_smi,
-            "driver": snapshot.versions.driver,
-            "firmware": snapshot.versions.firmware,
-            "cann": snapshot.versions.cann,
-        },
+        # Which chip source read the chips, and why it is not the one asked for (DESIGN §2.2).
+        "backend": snapshot.chip_source,
+        "backend_note": snapshot.backend_note,
+        "versions": {name: getattr(snapshot.versions, name) for name in _VERSION_FIELDS},
         "chips": [_chip_dict(chip, judged[chip.identity.key]) for chip in snapshot.chips],
         "processes": [_process_dict(p) for p in snapshot.processes],
         "host": None if snapshot.host is None else _host_dict(snapshot.host),
@@ -153,6 +152,8 @@ _MAX_INT = 1 << 63
 #: Text fields longer than this are not a name, version or message.
 _MAX_TEXT = 1 << 20
 NOT_FINITE = "recorded as a non-finite number (NaN or Infinity)"
+#: The reason of a metric a recording does not have at all (made before npuwatch read it).
+NOT_RECORDED = "not in the recording (made before npuwatch read this metric)"
 
 
 def from_dict(data: Mapping[str, Any]) -> Snapshot:
@@ -172,12 +173,15 @@ def from_dict(data: Mapping[str, Any]) -> Snapshot:
     return Snapshot(
         taken_at=taken_at,
         source=_text(data, "source") or "",
-        versions=Versions(**{k: _text(versions, k) for k in ("npu_smi", "driver", "firmware", "cann")}),
+        versions=Versions(**{k: _text(versions, k) for k in _VERSION_FIELDS}),
         chips=tuple(_chip_from(_dict(c, "a chip")) for c in _list(data, "chips")),
         processes=tuple(_process_from(_dict(p, "a process")) for p in _list(data, "processes")),
         host=None if host is None else _host_from(_dict(host, "host")),
         warnings=tuple(_plain_text(w, "a warning") for w in _list(data, "warnings")),
         probes=tuple(_probe_from(_dict(p, "a probe")) for p in _list(data, "probes")),
+        # A recording made before the JSON named its backend was read by npu-smi, the only one then.
+        chip_source=_text(data, "backend") or "npu-smi",
+        backend_note=_text(data, "backend_note"),
     )
 
 
@@ -211,6 +215,8 @@ def _chip_from(data: Mapping[str, Any]) -> ChipSample:
     }
     metrics: Dict[str, Any] = {}
     for metric in CHIP_METRICS:
+        if metric not in data and metric not in reasons:  # a recording older than the metric
+            reasons[metric] = NOT_RECORDED
         value = _number(data, metric)
         if value is not None and not math.isfinite(value):
             value = None

@@ -22,7 +22,7 @@ from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
 from npuwatch.judge.rules import is_stale, memory_bar_level, power_bar_level
-from npuwatch.metrics_table import CELLS, Scale, cell_metrics, metric
+from npuwatch.metrics_table import CELLS, EXTRAS, ChipMetric, Extra, Scale, cell_metrics, metric
 from npuwatch.model import (
     ChipIdentity,
     ChipSample,
@@ -78,6 +78,10 @@ class MetricCell(NamedTuple):
     top_label: str  # the plot's top as text: 100%, 64 GiB, 400 W
     total: Optional[float] = None  # memory: the chip's total (MiB)
     series: Tuple[Optional[float], ...] = ()  # oldest first; None is a gap (only when asked for)
+    #: ``cell`` for the four card cells; for a metric without a cell (``ChipRow.extras``) how it
+    #: shows (``metrics_table.Extra``): ``beside`` a cell, a ``bar``, a ``detail`` line.
+    kind: str = "cell"
+    beside: str = ""  # the card cell a ``beside`` metric goes next to (util)
 
 
 @dataclass(frozen=True)
@@ -98,10 +102,30 @@ class ChipRow:
     own_memory: Optional[str] = None  # this kernel's torch_npu allocator figures on this chip
     model: str = ""  # 910B3, or "" when npu-smi gave no name
     reason: Optional[str] = None  # why several of its metrics are n/a, said once for the chip
+    #: The metrics without a card cell that the chip reports (the driver-only ones: AI Core
+    #: frequency, Vector, HBM bandwidth …), beside ones first, then bars, then detail lines; a
+    #: metric the chip does not report is not here (an npu-smi chip has none).
+    extras: Tuple[MetricCell, ...] = ()
+    #: The chip's error codes with their meaning (``80E01801 HBM multi-bit ECC error``).
+    errors: Tuple[str, ...] = ()
 
     def cell(self, key: str) -> MetricCell:
         """The cell called ``key`` (util, memory, power, temperature)."""
         return next(cell for cell in self.metrics if cell.key == key)
+
+    def beside(self, key: str) -> Optional[MetricCell]:
+        """The metric shown next to the card cell ``key`` (AI Core frequency beside util), if reported."""
+        return next((e for e in self.extras if e.kind == "beside" and e.beside == key), None)
+
+    @property
+    def bars(self) -> Tuple[MetricCell, ...]:
+        """The extra metrics drawn as bars of their own (Vector, HBM bandwidth)."""
+        return tuple(e for e in self.extras if e.kind == "bar")
+
+    @property
+    def details(self) -> Tuple[MetricCell, ...]:
+        """The extra metrics shown as detail lines (``Cube 12%``, ``ECC 2-bit 0 errors``)."""
+        return tuple(e for e in self.extras if e.kind == "detail")
 
 
 @dataclass(frozen=True)
@@ -288,6 +312,9 @@ def chip_row(
     ident = chip.identity
     verdict = judgement if judgement is not None else judge_chip(chip)
     metrics = tuple(_CELL_BUILDERS[key](chip, history, points) for key in CELLS)
+    extras = tuple(
+        _extra(chip, row, history, points) for row in _EXTRAS_SHOWN if getattr(chip, row.name) is not None
+    )
     return ChipRow(
         key=ident.key,
         identity=ident,
@@ -303,6 +330,8 @@ def chip_row(
         own_memory=own_memory,
         model=ident.name or "",
         reason=_common_reason(metrics),
+        extras=extras,
+        errors=tuple(error.text for error in chip.errors),
     )
 
 
@@ -488,6 +517,52 @@ def _other(key: str) -> CellBuilder:
     return build
 
 
+#: The extras in the order every view shows them: beside a cell, then bars, then detail lines.
+_EXTRA_ORDER = (Extra.BESIDE, Extra.BAR, Extra.DETAIL)
+_EXTRAS_SHOWN: Tuple[ChipMetric, ...] = tuple(
+    row for kind in _EXTRA_ORDER for row in EXTRAS if row.extra is kind
+)
+
+
+def _extra(chip: ChipSample, row: ChipMetric, history: Optional[History], points: int) -> MetricCell:
+    """A metric without a card cell that the chip reports: ``1300/1800 MHz`` against its rated
+    value, ``45%`` with a bar on a percentage scale, else its value in its unit.  Its level is ok:
+    what a value means (throttling, ECC) is the judge's to say."""
+    value = chip.metric(row.name)
+    rated = chip.metric(row.rated) if row.rated else None
+    ceiling = rated or (row.ceiling if row.scale in (Scale.PERCENT, Scale.FIXED) else None)
+    text = f"{amount(value, '')}/{amount(rated, row.unit)}" if rated else amount(value, row.unit)
+    return MetricCell(
+        key=row.name,
+        metric=row.name,
+        label=row.label,
+        tag=row.tag,
+        value=value,
+        text=text,
+        fraction=None if value is None or not ceiling else min(1.0, max(0.0, value / ceiling)),
+        level=Level.OK,
+        reason=_reason(chip, row.name),
+        ceiling=ceiling,
+        top_label=amount(ceiling, row.unit) if ceiling else "max",
+        series=_series(history, chip.identity.key, row.name, points) if row.graphed else (),
+        kind=row.extra.value if row.extra is not None else Extra.DETAIL.value,
+        beside=row.beside or "",
+    )
+
+
+def amount(value: Optional[float], unit: str) -> str:
+    """A value in its unit: ``45%``, ``41 °C``, ``1800 MHz``, ``0.85 V``, ``3 pages`` (a whole
+    number stays whole however large: an ECC count of 1234567 is not ``1.23457e+06``)."""
+    if value is None:
+        return fmt.NA
+    if unit == "%":
+        return fmt.percent(value)
+    if unit == "°C":
+        return fmt.celsius(value)
+    number = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    return f"{number} {unit}" if unit else number
+
+
 CellBuilder = Callable[[ChipSample, Optional[History], int], MetricCell]
 _CELL_BUILDERS: Dict[str, CellBuilder] = {
     "util": _utilisation,
@@ -516,6 +591,10 @@ def graph_top(chip: ChipSample, name: str, values: Sequence[Optional[float]]) ->
         rated = rated_power_w(chip.identity.name)
         if rated and highest <= rated:
             return rated
+    if row.rated is not None:  # AI Core frequency: its rated frequency, unless the data goes past it
+        rated_value = chip.metric(row.rated)
+        if rated_value and highest <= rated_value:
+            return rated_value
     return max((v for v in values if v is not None), default=1.0) * 1.1 or 1.0
 
 

@@ -17,6 +17,15 @@ Ascend/mind-cluster), so dashboards written for it work unchanged.  Where npuwat
   ``npu_chip_info_utilization`` (AI Core) is left out there.
 * No ``node``/``host`` label: Prometheus adds ``instance`` to every scraped series, and an extra
   label would break queries written for npu-exporter.
+* A per-chip family no chip has a value for is left out whole (no ``# HELP`` line for a metric
+  nothing reports: the driver-only metrics when npu-smi read the chips).
+* The driver-only metrics (DCMI) keep npu-exporter's names where it has one
+  (``npu_chip_info_aicore_current_freq``, ``…_vector_utilization``, ``…_hbm_temperature`` …) and an
+  ``npuwatch_chip_`` name otherwise (the metric table's ``exporter_name``).
+* ``npu_chip_info_error_code`` is a chip's first error code as a number (``80E01801`` hex →
+  2162169857), ``npu_chip_info_error_code_1`` … ``_9`` its next ones, as npu-exporter v6 gives
+  them (``updateErrorCodesInfo`` in ``collector/metrics/collector_for_npu.go``, at most
+  ``MaxErrorCodeLen`` = 10 per chip); a chip without error codes has none of these series.
 """
 
 from __future__ import annotations
@@ -49,6 +58,11 @@ HEALTH_CODES: Mapping[Health, int] = {
 
 #: The per-chip gauges: the metric table's rows with an exporter name, in its order.
 _CHIP_GAUGES: Tuple[ChipMetric, ...] = tuple(row for row in METRICS if row.exporter_name)
+#: The error-code families: the first code, then ``_1`` … ``_9`` (npu-exporter's MaxErrorCodeLen 10).
+ERROR_CODE_FAMILIES: Tuple[str, ...] = (
+    "npu_chip_info_error_code",
+    *(f"npu_chip_info_error_code_{index}" for index in range(1, 10)),
+)
 
 
 @dataclass(frozen=True)
@@ -132,16 +146,44 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
         total = row.total
         # A memory whose total is None or a 0 placeholder is left out, its use with it.
         shown = chips if total is None else [c for c in chips if getattr(c, total)]
-        out.append(_chip_gauge(row.exporter_name or row.name, row.exporter_help, shown, row.name))
+        family = _chip_gauge(row.exporter_name or row.name, row.exporter_help, shown, row.name)
+        if family.samples:
+            out.append(family)
+    out.extend(_error_code_families(chips))
     out.append(_process_family(snapshot))
     return out
+
+
+def error_code_value(code: str) -> Optional[float]:
+    """An error code as npu-exporter exports it, the driver's unsigned number (``80E01801`` →
+    2162169857); ``None`` for a code that is not hexadecimal."""
+    try:
+        return float(int(code, 16))
+    except ValueError:
+        return None
+
+
+def _error_code_families(chips: Sequence[ChipSample]) -> List[Metric]:
+    """``npu_chip_info_error_code`` (each chip's first code) and ``…_1`` … ``…_9`` (the next ones)."""
+    families: List[GaugeMetricFamily] = []
+    for chip in chips:
+        values = [v for v in (error_code_value(e.code) for e in chip.errors) if v is not None]
+        for index, value in enumerate(values[: len(ERROR_CODE_FAMILIES)]):
+            if index == len(families):
+                families.append(
+                    GaugeMetricFamily(ERROR_CODE_FAMILIES[index], "the npu error code", labels=CHIP_LABELS)
+                )
+            families[index].add_metric(chip_labels(chip.identity), value)
+    return list(families)
 
 
 def own_families(view: ExporterView) -> List[Metric]:
     """npuwatch's own health: up, how long the sample took, probe errors, when it was taken."""
     out: List[Metric] = [
         GaugeMetricFamily(
-            "npuwatch_up", "1 when the latest npu-smi read succeeded, else 0.", 1 if view.up else 0
+            "npuwatch_up",
+            "1 when the latest read of the chips (DCMI or npu-smi) succeeded, else 0.",
+            1 if view.up else 0,
         )
     ]
     if view.sample_duration_s is not None:
@@ -171,11 +213,20 @@ def own_families(view: ExporterView) -> List[Metric]:
         )
         info = GaugeMetricFamily(
             "npuwatch_info",
-            "npuwatch's version and the source it reads, with value 1.",
-            labels=("version", "source", "npu_smi_version", "driver_version"),
+            "npuwatch's version, the source it reads and the backend that read the chips, with value 1.",
+            labels=("version", "source", "npu_smi_version", "driver_version", "backend"),
         )
         versions = snapshot.versions
-        info.add_metric([__version__, snapshot.source, versions.npu_smi or "", versions.driver or ""], 1)
+        info.add_metric(
+            [
+                __version__,
+                snapshot.source,
+                versions.npu_smi or "",
+                versions.driver or "",
+                snapshot.chip_source,
+            ],
+            1,
+        )
         out.append(info)
     return out
 

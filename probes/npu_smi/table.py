@@ -26,7 +26,17 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipReading
-from npuwatch.model import ChipIdentity, ChipSample, Health, MetricNote, MetricStatus, NpuProcess, Versions
+from npuwatch.model import (
+    CHIP_METRICS,
+    METRIC_TITLES,
+    ChipIdentity,
+    ChipSample,
+    Health,
+    MetricNote,
+    MetricStatus,
+    NpuProcess,
+    Versions,
+)
 from npuwatch.probes.npu_smi.processes import NO_PROCESS_RE, read_processes
 from npuwatch.probes.npu_smi.rows import HeaderCell, Row, header_cell, split_rows
 from npuwatch.probes.values import is_placeholder, to_float, to_int, to_text
@@ -276,7 +286,7 @@ def _chip(
     if identity is None:
         warnings.append(f"line {line_no}: no readable NPU ID; chip skipped")
         return None
-    notes: Dict[str, MetricNote] = {}
+    notes: Dict[str, MetricNote] = dict(NOT_IN_TABLE)
     reader = _MetricReader(fields, declared, notes)
     hugepages = reader.pair("hugepages", ("hugepages_used", "hugepages_total"))
     memory = reader.pair("memory", ("memory_used_mib", "memory_total_mib"))
@@ -333,6 +343,41 @@ def _identity(fields: Dict[str, str]) -> Optional[ChipIdentity]:
     _IDENTITIES[key] = identity
     return identity
 
+
+#: The metrics ``_chip`` reads from the table; every other metric of the table is one no layout of
+#: npu-smi's table prints (the driver-only ones: AI Core frequency, Vector, HBM bandwidth, ECC …).
+TABLE_METRICS = frozenset(
+    {
+        "power_w",
+        "temperature_c",
+        "aicore_percent",
+        "npu_util_percent",
+        "hbm_used_mib",
+        "hbm_total_mib",
+        "memory_used_mib",
+        "memory_total_mib",
+        "hugepages_used",
+        "hugepages_total",
+    }
+)
+
+
+def not_in_table_note(name: str) -> MetricNote:
+    """Why an npu-smi chip has no ``name``: the table never prints it, and the DCMI backend reads it."""
+    title = METRIC_TITLES[name]
+    if title[1:2].islower():  # "Voltage" → "voltage"; "AI Core", "HBM …" keep their capitals
+        title = title[0].lower() + title[1:]
+    return MetricNote(
+        MetricStatus.UNSUPPORTED,
+        f"npu-smi's table has no {title}: the DCMI backend reads it (--backend dcmi)",
+    )
+
+
+#: The note of every metric the table never prints, which every chip read from it starts with (live
+#: and replayed captures alike): one place, so a metric added to the metric table gets it too.
+NOT_IN_TABLE: Dict[str, MetricNote] = {
+    name: not_in_table_note(name) for name in CHIP_METRICS if name not in TABLE_METRICS
+}
 
 _ABSENT_COLUMN = {
     "hbm": "no HBM-Usage column in this npu-smi layout (the chip's memory is DDR: see memory_used_mib)",

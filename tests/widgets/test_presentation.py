@@ -37,6 +37,23 @@ from npuwatch.widgets.tui.processes import visible_rows
 WHEN = datetime(2026, 1, 1, 9, 30, tzinfo=timezone.utc)
 
 
+#: What the DCMI backend reads beyond npu-smi's table, for one busy 910B3 chip.
+DCMI_VALUES = {
+    "aicore_freq_mhz": 1300,
+    "aicore_rated_freq_mhz": 1800,
+    "vector_percent": 45,
+    "cube_percent": 12,
+    "aicpu_percent": 3,
+    "ctrlcpu_percent": 7,
+    "hbm_bandwidth_percent": 60,
+    "hbm_temperature_c": 41,
+    "voltage_v": 0.85,
+    "ecc_single_bit_errors": 2,
+    "ecc_double_bit_errors": 0,
+    "ecc_isolated_pages": 1,
+}
+
+
 def chip(name: str, temperature: Optional[int] = 40, **values: object) -> ChipSample:
     fields = {
         "power_w": 90.0,
@@ -69,7 +86,9 @@ def span_style(line: Text, text: str) -> str:
 def test_the_model_history_exporter_and_text_read_the_one_metric_table():
     assert tuple(m.name for m in METRICS) == CHIP_METRICS
     assert set(HISTORY_METRICS) == {m.name for m in METRICS if m.graphed}
-    exported = {family.name for family in snapshot_families(snap(chip("910B3")))}
+    # A family no chip has a value for is left out: a chip that reports every metric shows them all.
+    everything = chip("910B3", npu_util_percent=5, memory_used_mib=1, memory_total_mib=1024, **DCMI_VALUES)
+    exported = {family.name for family in snapshot_families(snap(everything))}
     assert {m.exporter_name for m in METRICS if m.exporter_name} <= exported
     header = render_snapshot(snap(chip("910B3"))).splitlines()[3].split()
     assert header[-4:] == ["Util", "Memory", "Power", "Temp"]
