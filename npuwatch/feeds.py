@@ -81,7 +81,7 @@ def shared_options(chip_backend: bool = True) -> argparse.ArgumentParser:
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
     group.add_argument("--devices", type=npu_ids, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
     group.add_argument(
-        "--timeout", type=seconds, metavar="S", help="limit for one npu-smi call or DCMI read (default 5 / 2)"
+        "--timeout", type=seconds, metavar="S", help="limit for one npu-smi call or one DCMI read (default 5)"
     )
     if chip_backend:
         group.add_argument(
@@ -409,7 +409,7 @@ def _sampler(
         except ValueError as exc:  # neither npu-smi text nor a recording
             raise UsageError(str(exc)) from None
         return Sampler(capture, machine.sysroot, None, interval_s=interval_s, devices=options.devices)
-    source = chip_source(machine, backend, timeout_s, options.timeout_s)
+    source = chip_source(machine, backend, timeout_s)
     return Sampler(
         source,
         machine.sysroot,
@@ -420,14 +420,11 @@ def _sampler(
     )
 
 
-def chip_source(
-    machine: MachineHandle, backend: str, timeout_s: float, dcmi_timeout_s: Optional[float] = None
-) -> ChipSource:
+def chip_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
-    ``timeout_s`` limits one npu-smi call; ``dcmi_timeout_s`` one DCMI read (``None``: DCMI's own
-    default, far shorter: a DCMI read takes milliseconds).  DCMI's worker process starts now, so
-    its first reading is ready by the first tick.
+    ``timeout_s`` limits one npu-smi call and one DCMI read (DESIGN §2.1 ``--timeout``).  DCMI's
+    worker process starts now, so its first reading is ready by the first tick.
     """
     from npuwatch.probes.npu_smi.source import NpuSmiSource
 
@@ -441,7 +438,7 @@ def chip_source(
         machine.dcmi_library,
         root=str(machine.sysroot.root),
         label="dcmi" if machine.scenario is None else machine.label,
-        timeout_s=dcmi_timeout_s,
+        timeout_s=timeout_s,
         environ=machine.environ,
     )
     return FallbackSource(dcmi, npu_smi, switching=backend == "auto", details=npu_smi)

@@ -46,6 +46,8 @@ def source_options(
     interval_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
     speed: Optional[float] = None,
+    backend: Optional[str] = None,
+    dcmi_lib: Optional[str] = None,
 ) -> FeedOptions:
     """The API's keywords as validated FeedOptions (``demo=True`` is the default scenario)."""
     if demo is True:
@@ -61,6 +63,8 @@ def source_options(
         interval_s=interval_s,
         timeout_s=timeout_s,
         speed=speed,
+        backend=backend,
+        dcmi_lib=None if dcmi_lib is None else str(dcmi_lib),
     ).validate()
 
 
@@ -74,6 +78,8 @@ def show(
     interval_s: Optional[float] = None,
     timeout_s: Optional[float] = None,
     speed: Optional[float] = None,
+    backend: Optional[str] = None,
+    dcmi_lib: Optional[str] = None,
     history_min: float = DEFAULT_HISTORY_MIN,
     layout: str = "auto",
     wait_s: float = FIRST_SAMPLE_WAIT_S,
@@ -97,6 +103,8 @@ def show(
         interval_s=interval_s,
         timeout_s=timeout_s,
         speed=speed,
+        backend=backend,
+        dcmi_lib=dcmi_lib,
     )
     return show_for(options, history_min=history_min, layout=layout, wait_s=wait_s, hub=hub)
 
@@ -158,13 +166,23 @@ def snapshot(
     npu_smi: Optional[str] = None,
     devices: Devices = None,
     timeout_s: Optional[float] = None,
+    backend: Optional[str] = None,
+    dcmi_lib: Optional[str] = None,
 ) -> SnapshotResult:
     """One sample, shown as an HTML table (``.snapshot`` is the Snapshot).
 
-    It waits for npu-smi as ``npuwatch snapshot`` does, at most ``timeout_s`` (default 5 s).
+    It waits for the chips as ``npuwatch snapshot`` does, at most ``timeout_s`` (default 5 s);
+    ``backend`` is ``auto`` (DCMI, else npu-smi), ``dcmi`` or ``npu-smi`` (``NPUWATCH_BACKEND``).
     """
     options = source_options(
-        demo=demo, replay=replay, root=root, npu_smi=npu_smi, devices=devices, timeout_s=timeout_s
+        demo=demo,
+        replay=replay,
+        root=root,
+        npu_smi=npu_smi,
+        devices=devices,
+        timeout_s=timeout_s,
+        backend=backend,
+        dcmi_lib=dcmi_lib,
     )
     return snapshot_for(options)
 
@@ -186,12 +204,13 @@ def doctor(
     root: Optional[str] = None,
     npu_smi: Optional[str] = None,
     timeout_s: Optional[float] = None,
+    dcmi_lib: Optional[str] = None,
     only: Sequence[str] = (),
     skip: Sequence[str] = (),
     verbose: bool = False,
 ) -> DoctorResult:
     """The environment diagnosis as an HTML report with statuses and fixes (``.report``)."""
-    options = source_options(demo=demo, root=root, npu_smi=npu_smi, timeout_s=timeout_s)
+    options = source_options(demo=demo, root=root, npu_smi=npu_smi, timeout_s=timeout_s, dcmi_lib=dcmi_lib)
     return doctor_for(options, only=only, skip=skip, verbose=verbose)
 
 

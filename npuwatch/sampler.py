@@ -118,7 +118,9 @@ class Sampler:
     def _sample_locked(self) -> Snapshot:
         now, mono = self._clock(), self._monotonic()
         outcome = self.source.read()
-        probes = [_source_report(self.source.probe_name, outcome)]
+        source_name = self.source.probe_name  # after the read: ``auto`` names the backend that read
+        self._tracker.source_name = source_name
+        probes = [_source_report(source_name, outcome)]
         inventory = self._inventory(mono, probes)
         resolved = self._tracker.resolve(outcome, mono, inventory)
         warnings = resolved.warnings + self._unreported(outcome, probes)
@@ -148,7 +150,8 @@ class Sampler:
             host=host_info,
             warnings=warnings,
             probes=tuple(probes),
-            chip_source=self.source.probe_name,
+            chip_source=source_name,
+            backend_note=outcome.note,
         )
 
     def _guard(self, name: str, probes: List[ProbeReport], read: Callable[[], T], fallback: T) -> T:
@@ -246,11 +249,12 @@ _NO_HOST = "no host probe for this source (a replayed capture holds no host deta
 
 
 def _merged_versions(installed: Versions, source: Versions) -> Versions:
-    """The install files' versions with the source's: the source's own version (npu-smi's header)
-    always from the source, the driver's from the install files first."""
+    """The install files' versions with the source's: the source's own version (npu-smi's header,
+    the DCMI library's) always from the source, the driver's from the install files first."""
     return replace(
         installed,
         npu_smi=source.npu_smi,
+        dcmi=source.dcmi,
         driver=installed.driver or source.driver,
         firmware=installed.firmware or source.firmware,
         cann=installed.cann or source.cann,

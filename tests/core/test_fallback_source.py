@@ -125,3 +125,17 @@ def test_close_closes_every_side_once_each() -> None:
     dcmi, npu_smi = _Scripted("dcmi", []), _Scripted("npu-smi", [])
     FallbackSource(dcmi, npu_smi).close()
     assert (dcmi.closed, npu_smi.closed) == (1, 1)  # npu-smi is both the fallback and the details source
+
+
+def test_the_snapshot_names_the_backend_that_read_it_and_why_it_fell_back() -> None:
+    from npuwatch.sampler import Sampler
+    from npuwatch.snapshot_json import to_dict
+
+    dcmi, npu_smi = _Scripted("dcmi", [True, False]), _Scripted("npu-smi", [])
+    with Sampler(FallbackSource(dcmi, npu_smi), None) as sampler:
+        first, second = sampler.sample(), sampler.sample()
+    assert (first.chip_source, first.backend_note, first.chip_source_report.name) == ("dcmi", None, "dcmi")
+    assert (second.chip_source, second.chip_source_report.name) == ("npu-smi", "npu-smi")
+    data = to_dict(second)
+    assert data["backend"] == "npu-smi"
+    assert data["backend_note"] == "dcmi failed (dcmi timed out): this tick read through npu-smi"
