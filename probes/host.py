@@ -206,7 +206,9 @@ class HostProbe:
                 host_unavailable=f"PID {pid} here is '{found.name}', not '{process.name}': npu-smi's PID "
                 "belongs to another PID namespace, so host details are not shown",
             )
-        return replace(process, host=found.info, host_unavailable=None)
+        # A source that lists no name (DCMI gives PIDs and memory only) takes the host's task name.
+        name = process.name or found.name[:COMM_LENGTH] or None
+        return replace(process, name=name, host=found.info, host_unavailable=None)
 
 
 _OTHER_NAMESPACE = (

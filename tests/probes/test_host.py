@@ -91,6 +91,13 @@ def test_blank_npu_smi_name_is_still_enriched():
     probe = HostProbe(lookup=FakeLookup({641248: ("python3", INFO)}), host_pid_namespace=True)
     (out,) = probe.enrich([proc(641248, name=None)])
     assert out.host == INFO
+    assert out.name == "python3"  # a source that lists no name (DCMI: PID and memory only) takes the host's
+
+
+def test_a_listed_name_is_kept_over_the_hosts():
+    probe = HostProbe(lookup=FakeLookup({7: ("python3.11", INFO)}), host_pid_namespace=True)
+    (out,) = probe.enrich([proc(7, name="python3.1")])  # capture 089: the column cut the name
+    assert out.name == "python3.1"
 
 
 def test_psutil_lookup_reads_this_process():
