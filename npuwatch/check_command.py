@@ -11,9 +11,8 @@ from typing import Collection, Mapping, Optional, TextIO
 
 from npuwatch.chip_source import ChipSource
 from npuwatch.errors import UsageError, VariableError
-from npuwatch.feeds import FeedOptions, open_machine
+from npuwatch.feeds import FeedOptions, MachineHandle, open_machine
 from npuwatch.health import check_health, check_source
-from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.text_safety import inert
@@ -92,35 +91,57 @@ def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[st
         except OSError as exc:
             return _config_verdict(f"--replay {replay}: {exc.strerror or exc}", "give a saved npu-smi text")
         skip = "--replay judges a saved npu-smi text: there is no runtime to self-test"
-        return _judge(
-            args, None, None, capture=text, source=f"replay:{Path(replay).name}", selftest_skip=skip
-        )
+        return _judge(args, None, CaptureSource(Path(replay), text), selftest_skip=skip)
+    backend = options.chip_backend(environ)  # a bad NPUWATCH_BACKEND is unhealthy, before any demo starts
     with open_machine(options, environ) as machine:
-        npu_smi = machine.npu_smi(timeout_s)
         no_runtime = None
         if machine.scenario is not None:
             no_runtime = (
                 f"--demo {machine.scenario} simulates npu-smi and sysfs, not the Ascend runtime: "
                 "nothing to self-test"
             )
-        return _judge(args, machine.sysroot, npu_smi, source=machine.label, selftest_skip=no_runtime)
+        chips = live_source(machine, backend, timeout_s)
+        try:
+            return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime)
+        finally:
+            _close(chips)
+
+
+def live_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
+    """The chips of ``machine`` as ``backend`` reads them (``feeds.chip_source``), with npu-smi read
+    the check's way (``health.check_source``: one ``npu-smi info``, no logic-ID mapping, the error
+    codes of chips not OK within a short budget) wherever npu-smi reads them.  Close it."""
+    npu_smi = check_source(machine.npu_smi(timeout_s), machine.label)
+    if backend == "npu-smi":
+        return npu_smi
+    from npuwatch.fallback_source import FallbackSource
+    from npuwatch.feeds import chip_source
+
+    source = chip_source(machine, backend, timeout_s)
+    if isinstance(source, FallbackSource):
+        source.fallback = source.details = npu_smi  # a source of our own, not read yet
+        return source
+    if source.probe_name == npu_smi.probe_name:
+        _close(source)
+        return npu_smi
+    return source
+
+
+def _close(source: ChipSource) -> None:
+    """End what the source started (DCMI's worker process): no process outlives ``check``."""
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()
 
 
 def _judge(
     args: argparse.Namespace,
     sysroot: Optional[Sysroot],
-    npu_smi: Optional[NpuSmi],
+    chips: ChipSource,
     *,
-    capture: Optional[str] = None,
-    source: str = "npu-smi",
     selftest_skip: Optional[str] = None,
 ) -> HealthVerdict:
     devices: Optional[Collection[int]] = getattr(args, "devices", None)
-    chips: ChipSource = (
-        check_source(npu_smi, source)
-        if capture is None
-        else CaptureSource(Path(getattr(args, "replay", None) or source), capture)
-    )
     return check_health(
         sysroot,
         chips,

@@ -1,10 +1,12 @@
 """Provides check_health(): the one-line healthy/unhealthy verdict behind ``npuwatch check``.
 
 The verdict (DESIGN §6) asks, in order: are the device nodes there, does the chip source
-(``npu-smi info``) answer within its timeout, is every visible chip ``OK`` and under its
-temperature limit, and — when asked — does a quick self-test pass on every chip.  Chips are read
-through the same chip source as the sampler's (``check_source``): the healthy path runs
-``npu-smi`` once; only a chip that is not ``OK`` costs a ``-t health`` query, for its error code.
+answer within its timeout, is every visible chip ``OK`` and under its temperature limit, and —
+when asked — does a quick self-test pass on every chip.  Chips are read through the same chip
+source as the sampler's, on the backend chosen (``--backend``): DCMI reads them in its worker
+process with their error codes, no npu-smi process; ``check_source`` is npu-smi's for ``check``,
+whose healthy path runs ``npu-smi`` once: only a chip that is not ``OK`` costs a ``-t health``
+query, for its error code.
 
 This module runs every few seconds in thousands of containers (Docker HEALTHCHECK, Kubernetes
 probes): it imports the probes it needs and nothing of the sampler, history or views.
@@ -78,15 +80,16 @@ def check_health(
     notes: List[str] = []
     nodes = scan_dev(sysroot) if sysroot is not None else None
     outcome = source.read()
+    backend = source.probe_name  # after the read: the backend that read it (``auto`` may fall back)
     if outcome.failure is not None:
-        problems.append(_source_problem(outcome.failure))
+        problems.append(_source_problem(outcome.failure, backend))
     reading = outcome.reading
     chips: Tuple[ChipCheck, ...] = ()
     if reading is not None:
         notes.extend(reading.warnings)
         chosen = [c for c in reading.chips if devices is None or c.identity.npu_id in devices]
         chips = judge_chips(chosen, max_temp_c, processes=reading.processes)
-        problems.extend(chip_problems(reading.chips, chips, devices, reading.warnings))
+        problems.extend(chip_problems(reading.chips, chips, devices, reading.warnings, backend))
         if sysroot is not None and nodes is not None and devices is None:
             unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips)
             problems[:0] = [unlisted] if unlisted is not None else []
@@ -104,16 +107,18 @@ def check_health(
         selftest=summary,
         duration_s=time.monotonic() - started,
         notes=tuple(notes),
+        backend=backend,
+        backend_note=outcome.note,
     )
 
 
-def _source_problem(failure: SourceFailure) -> Problem:
+def _source_problem(failure: SourceFailure, backend: str = "npu-smi") -> Problem:
     # DCMI messages read "npu-smi failed with DCMI error -8005 (INNER_ERR): <a long meaning>":
     # the line keeps the clause before the colon, --json keeps all of it in the hint.
     head, _, rest = failure.message.partition(": ")
     short = head if len(failure.message) > 80 and len(head) >= 20 else failure.message
     hint = failure.hint if short == failure.message else f"{rest}; {failure.hint}"
-    return Problem(Reason.NPU_SMI, short, hint)
+    return Problem(Reason.DCMI if backend == "dcmi" else Reason.NPU_SMI, short, hint)
 
 
 def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
@@ -175,15 +180,17 @@ def chip_problems(
     chips: Tuple[ChipCheck, ...],
     devices: Optional[Collection[int]],
     warnings: Sequence[str] = (),
+    backend: str = "npu-smi",
 ) -> List[Problem]:
-    """What is wrong with the chips npu-smi listed: none listed, a wanted NPU missing, health, heat."""
+    """What is wrong with the chips the chip source (``backend``) listed: none listed, a wanted NPU
+    missing, health, heat."""
     found: List[Problem] = []
     if not listed_chips:
         detail = f": {warnings[0]}" if warnings else ""
         found.append(
             Problem(
                 Reason.NO_CHIPS,
-                f"npu-smi info lists no chip{detail}",
+                f"{'DCMI' if backend == 'dcmi' else 'npu-smi info'} lists no chip{detail}",
                 "run `npu-smi info` by hand; then `npuwatch doctor`",
             )
         )
@@ -193,7 +200,7 @@ def chip_problems(
         found.append(
             Problem(
                 Reason.CHIP_MISSING,
-                f"NPU {npu_id} not listed by npu-smi (it lists {shown})",
+                f"NPU {npu_id} not listed by {'DCMI' if backend == 'dcmi' else 'npu-smi'} (it lists {shown})",
                 "check --devices against `npu-smi info -l`; in a container, pass that NPU's /dev/davinciN",
                 npu_id=npu_id,
             )

@@ -24,6 +24,8 @@ class Reason(enum.Enum):
     CONFIG = "config"  # npuwatch's own options or environment variables
     DEVICE_NODES = "device-nodes"
     NPU_SMI = "npu-smi"
+    #: The DCMI chip source failed (``--backend dcmi``; ``auto`` reads npu-smi then).
+    DCMI = "dcmi"
     NO_CHIPS = "no-chips"
     #: An NPU asked for with --devices, or a chip the machine has (PCI, /dev/davinciN), that npu-smi
     #: does not list.
@@ -108,6 +110,10 @@ class HealthVerdict:
     selftest: Optional[Mapping[str, Any]] = None  # the self-test's npuwatch/selftest/v1 report when it ran
     duration_s: Optional[float] = None
     notes: Tuple[str, ...] = field(default=())  # parse warnings and the like, for --json
+    #: The backend that read the chips (``dcmi`` or ``npu-smi``; ``None``: no chip source ran), and
+    #: why it is not the one chosen (``auto`` read npu-smi because DCMI failed): as the snapshot's.
+    backend: Optional[str] = None
+    backend_note: Optional[str] = None
 
     @property
     def healthy(self) -> bool:
@@ -176,4 +182,6 @@ class HealthVerdict:
             "selftest": None if self.selftest is None else dict(self.selftest),
             "duration_s": None if self.duration_s is None else round(self.duration_s, 3),
             "notes": list(self.notes),
+            "backend": self.backend,
+            "backend_note": self.backend_note,
         }

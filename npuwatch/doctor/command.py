@@ -13,7 +13,7 @@ from npuwatch.doctor.engine import DoctorReport, run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.registry import all_checks, select
 from npuwatch.doctor.result import Check, CheckResult
-from npuwatch.errors import UsageError
+from npuwatch.errors import UsageError, VariableError
 from npuwatch.feeds import FeedOptions, MachineHandle, open_machine
 
 
@@ -92,13 +92,31 @@ def diagnose(
     on_result: Optional[Callable[[CheckResult], None]] = None,
 ) -> Tuple[DoctorReport, Dict[str, Any]]:
     """Run ``checks`` on the opened machine; the report and what was examined (for its title and JSON)."""
-    machine = Machine(handle.sysroot, handle.npu_smi_path, options.timeout(), verbose=verbose, python=python)
+    machine = Machine(
+        handle.sysroot,
+        handle.npu_smi_path,
+        options.timeout(),
+        verbose=verbose,
+        python=python,
+        dcmi_library=handle.dcmi_library,
+        dcmi_kind=handle.dcmi_kind,
+        chip_backend=_backend(options),
+    )
     about: Dict[str, Any] = {
         "demo": handle.scenario,
         "root": str(Path(handle.sysroot.root)),
         "npu_smi": None if handle.npu_smi_path is None else str(handle.npu_smi_path),
     }
     return run_doctor(machine, checks, on_result=on_result), about
+
+
+def _backend(options: FeedOptions) -> str:
+    """The chip backend chosen (``--backend``, ``NPUWATCH_BACKEND``); a bad variable is ``auto`` here:
+    the doctor diagnoses, ``check`` and the dashboard report the variable."""
+    try:
+        return options.chip_backend()
+    except VariableError:
+        return "auto"
 
 
 def doctor_title(about: Dict[str, Any]) -> str:

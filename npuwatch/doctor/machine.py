@@ -9,7 +9,7 @@ import stat
 import threading
 from enum import Enum
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Tuple, TypeVar, Union
 
 from npuwatch.chip_source import ChipReading, SourceReading
 from npuwatch.machine_chips import machine_chips, unreported_chips
@@ -39,6 +39,21 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+#: The chip-data backends (``--backend`` / ``NPUWATCH_BACKEND``), as ``npuwatch.feeds`` names them.
+BACKENDS = ("auto", "dcmi", "npu-smi")
+
+
+class ClosableSource(Protocol):
+    """A chip source with a worker to end: the DCMI source (``npuwatch.probes.dcmi.source``)."""
+
+    def read(self) -> SourceReading: ...
+
+    def close(self) -> None: ...
+
+
+#: Opens this machine's DCMI source: ``(machine, timeout_s, start_grace_s)``; tests script one.
+DcmiOpener = Callable[["Machine", float, float], ClosableSource]
+
 _CONTAINER_PID_COLUMN = re.compile(r"Process\s+id\s+in\s+container", re.IGNORECASE)
 
 
@@ -67,6 +82,10 @@ class Machine:
         *,
         verbose: bool = False,
         python: Optional[str] = None,
+        dcmi_library: Optional[str] = None,
+        dcmi_kind: Optional[str] = None,
+        chip_backend: str = "auto",
+        dcmi_opener: Optional[DcmiOpener] = None,
     ) -> None:
         self.sysroot = sysroot
         self.npu_smi_path = npu_smi
@@ -74,6 +93,13 @@ class Machine:
         self.verbose = verbose
         #: ``--python PATH``: the interpreter to judge (a machine path), instead of the job's environment.
         self.python_path = python
+        #: ``--dcmi-lib`` / ``NPUWATCH_DCMI_LIB`` (a path or ``python:<module>``); ``None``: search.
+        self.dcmi_library = dcmi_library or sysroot.environ.get("NPUWATCH_DCMI_LIB") or None
+        #: What that library is when it is not the driver's own (a demo's fake), for the report.
+        self.dcmi_kind = dcmi_kind
+        #: The backend npuwatch reads chips through here (``auto``, ``dcmi`` or ``npu-smi``).
+        self.chip_backend = chip_backend if chip_backend in BACKENDS else "auto"
+        self._dcmi_opener = dcmi_opener
         self._values: Dict[str, Any] = {}
         self._locks: Dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -283,6 +309,31 @@ class Machine:
         ):
             return ProcessPlace.ELSEWHERE
         return ProcessPlace.MAYBE_ELSEWHERE
+
+    def fresh_chip_reading(self, timeout_s: float) -> SourceReading:
+        """``npu-smi info`` read again now (not the cached reading), within ``timeout_s``: to compare
+        with another backend's reading taken a moment before."""
+        source = NpuSmiSource(
+            NpuSmi(self.npu_smi_path, timeout_s=timeout_s), logic_ids=False, error_codes=False
+        )
+        return source.read()
+
+    # ---------------------------------------------------------------- DCMI
+
+    def open_dcmi(self, timeout_s: float, start_grace_s: float) -> ClosableSource:
+        """This machine's DCMI chip source, its worker process started now: one read is limited to
+        ``timeout_s``, the worker's start to ``start_grace_s`` more.  Close it."""
+        if self._dcmi_opener is not None:
+            return self._dcmi_opener(self, timeout_s, start_grace_s)
+        from npuwatch.probes.dcmi.source import DcmiSource
+        from npuwatch.probes.dcmi.worker import Worker
+
+        environ = dict(self.environ)
+        worker = Worker(
+            self.dcmi_library, str(self.sysroot.root), timeout_s, environ, start_grace_s=start_grace_s
+        )
+        worker.start()
+        return DcmiSource(worker, "dcmi")
 
     # ---------------------------------------------------------------- users
 

@@ -16,6 +16,7 @@ CHECK_MODULES = (
     "driver_install",
     "firmware_compat",
     "npu_smi",
+    "dcmi",
     "chip_health",
     "cann_install",
     "cann_env",

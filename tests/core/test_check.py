@@ -34,6 +34,11 @@ HEALTHY = {
     "950": 8,
     "idle": 8,
     "910b-wide": 8,
+    # DCMI broken, npu-smi working: auto falls back, npu-smi alone never looks at DCMI.
+    "dcmi-hang": 8,
+    "dcmi-crash": 8,
+    "dcmi-permission": 8,
+    "dcmi-missing": 8,
 }
 HEALTHY_LINE = re.compile(r"^healthy: (\d+)/(\d+) chips OK, max (\d+) °C$")
 
@@ -138,7 +143,10 @@ def test_json_healthy_document(capsys):
     assert set(doc) == {
         "schema", "healthy", "exit_code", "line", "source", "chips_ok", "chips_total",
         "max_temperature_c", "problems", "chips", "selftest", "duration_s", "notes",
+        "backend", "backend_note",
     }  # fmt: skip
+    assert doc["backend"] in ("dcmi", "npu-smi")
+    assert doc["backend_note"] is None
     assert doc["schema"] == "npuwatch/check/v1"
     assert doc["healthy"] is True
     assert doc["exit_code"] == 0

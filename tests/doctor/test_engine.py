@@ -34,6 +34,7 @@ ISSUE_IDS = (
     "driver-install",
     "firmware-compat",
     "npu-smi",
+    "dcmi",  # issue 16
     "chip-health",
     "cann-install",
     "cann-env",
@@ -263,7 +264,7 @@ def test_report_from_results_alone():
 
 
 def test_registry_lists_the_issue_checks_in_order():
-    assert len(registry.CHECK_MODULES) == 19
+    assert len(registry.CHECK_MODULES) == 20
     assert tuple(name.replace("_", "-") for name in registry.CHECK_MODULES) == ISSUE_IDS
 
 

@@ -1,0 +1,484 @@
+"""Check dcmi: libdcmi.so is found, loads (in a child), ``dcmi_init`` succeeds, and DCMI agrees with npu-smi.
+
+Severities (a DCMI problem matters as much as what npuwatch can still read):
+
+- no library (none found, or a file named ``libdcmi.so`` without ``dcmi_init``) while npu-smi
+  answers: skip, saying npuwatch reads the chips through npu-smi (it falls back; nothing breaks,
+  only DCMI's metrics stay empty);
+- a library that does not load, hangs or crashes, a failed ``dcmi_init``, or a read that fails:
+  warn while npu-smi answers (npuwatch falls back to it), fail when nothing else reads the chips —
+  npu-smi fails too, or ``--backend dcmi`` / ``NPUWATCH_BACKEND=dcmi`` forbids the fallback;
+- both backends read: pass when they list the same chips and every value both have is within
+  the tolerances below, warn naming each chip and metric that disagrees twice in a row (values
+  move between two reads, so a first disagreement is read again before it is reported).
+
+The library is loaded first in a throw-away child (``probes.library_load``), then read in the
+DCMI source's own worker process: a library that hangs or crashes costs a child, never the doctor.
+No DCMI setter is ever called.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
+from npuwatch.doctor import facts
+from npuwatch.doctor.engine import check_timeout_s
+from npuwatch.doctor.facts import device_flags
+from npuwatch.doctor.machine import ClosableSource, Machine
+from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
+from npuwatch.model import ChipSample
+from npuwatch.probes.dcmi_codes import describe
+from npuwatch.probes.devices import MANAGER_NODES
+from npuwatch.probes.library_load import load_libraries
+
+#: How far the two backends' values may be apart and still agree (values move between two reads).
+TEMPERATURE_TOLERANCE_C = 2.0
+POWER_TOLERANCE_W = 5.0
+POWER_TOLERANCE_SHARE = 0.05
+AICORE_TOLERANCE_POINTS = 10.0
+TOLERANCES_TEXT = "temperature ±2 °C, power ±5 W or 5 %, AI Core ±10 points"
+
+#: The library search, as ``probes/dcmi/library.py`` does it (shown when nothing is found).
+SEARCH_ORDER = (
+    "--dcmi-lib / NPUWATCH_DCMI_LIB, else libdcmi.so on the loader path (live machine only), "
+    "/usr/local/Ascend/driver/lib64/driver/libdcmi.so, /usr/local/dcmi/libdcmi.so"
+)
+LOADER_NAME = "libdcmi.so"
+PYTHON_PREFIX = "python:"
+INSTALLED_PATHS = ("usr/local/Ascend/driver/lib64/driver/libdcmi.so", "usr/local/dcmi/libdcmi.so")
+
+#: Loading the library in its child may take this long (it is milliseconds when it works).
+LOAD_TIMEOUT_S = 2.0
+#: Left of the check's own limit for ending the worker and writing the result.
+CLOSE_MARGIN_S = 0.7
+#: The least a fresh worker process is given to start (an interpreter and its imports).
+MIN_START_GRACE_S = 0.5
+MAX_START_GRACE_S = 5.0
+#: The code the DCMI reader gives a function the library lacks (``records.SYMBOL_MISSING``).
+SYMBOL_MISSING = -99998
+
+_MOUNT_HINT = (
+    "mount the host's DCMI and driver libraries: -v /usr/local/dcmi:/usr/local/dcmi "
+    "-v /usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64"
+)
+_NOT_FOUND_HINT = (
+    "libdcmi.so comes with the driver package (/usr/local/Ascend/driver/lib64/driver and "
+    "/usr/local/dcmi); in a container " + _MOUNT_HINT + "; or name a copy with --dcmi-lib PATH"
+)
+_FALLS_BACK = "npuwatch reads the chips through npu-smi instead"
+_DCMI_ONLY = "AI Core frequency, Vector, HBM bandwidth, ECC and error codes stay empty"
+_DISAGREE_HINT = (
+    "both backends read the same driver, so a lasting difference is a bug in one of them: compare "
+    "`npu-smi info` with `npuwatch snapshot --json --backend dcmi` and report both outputs; "
+    "`--backend npu-smi` reads as npu-smi does meanwhile"
+)
+
+
+# ---------------------------------------------------------------- finding the library
+
+
+@dataclass(frozen=True)
+class Library:
+    """Where the library was looked for, and what loading each candidate said."""
+
+    tried: Tuple[str, ...]  # the search, as the machine names the paths
+    loaded: Optional[str] = None  # the first candidate that loads (machine name)
+    errors: Tuple[Tuple[str, str], ...] = ()  # (candidate, loader's words) for those that did not
+    stand_in: bool = False  # ``python:<module>``: the demos' pure-Python stand-in, nothing to dlopen
+
+    @property
+    def found(self) -> bool:
+        """Whether any candidate exists (loaded or not)."""
+        return self.loaded is not None or bool(self.errors)
+
+
+def candidates(machine: Machine) -> Tuple[str, ...]:
+    """The library's search order on ``machine`` (real paths), as ``probes/dcmi/library.py`` has it."""
+    if machine.dcmi_library:
+        return (machine.dcmi_library,)
+    root = str(machine.sysroot.root)
+    found = [LOADER_NAME] if machine.sysroot.is_live else []
+    found.extend(os.path.join(root, relative) for relative in INSTALLED_PATHS)
+    return tuple(found)
+
+
+def shown(machine: Machine, where: str) -> str:
+    """A candidate as the machine names it: ``/usr/local/dcmi/libdcmi.so``, not the tree's real path."""
+    root = str(machine.sysroot.root).rstrip("/")
+    if root and where.startswith(root + "/"):
+        return where[len(root) :]
+    return where
+
+
+def locate(machine: Machine) -> Library:
+    """Every candidate that exists, loaded in a child in search order: the first that loads wins."""
+    tried = candidates(machine)
+    names = tuple(shown(machine, where) for where in tried)
+    if tried[0].startswith(PYTHON_PREFIX):
+        return Library(names, loaded=tried[0], stand_in=True)
+    present = [where for where in tried if "/" not in where or os.path.exists(where)]
+    if not present:
+        return Library(names)
+    ld_path = machine.environ.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
+    results = load_libraries(present, ld_path, LOAD_TIMEOUT_S)
+    errors: List[Tuple[str, str]] = []
+    for where in present:
+        error = results.get(where)
+        if error is None:
+            return Library(names, shown(machine, where), tuple(errors))
+        if "/" not in where and "cannot open shared object file" in error:
+            continue  # not on the loader path: that is "not found", not a load error
+        errors.append((shown(machine, where), error))
+    return Library(names, errors=tuple(errors))
+
+
+# ---------------------------------------------------------------- comparing the backends
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One chip and metric the two backends read differently (or a chip only one lists)."""
+
+    key: Tuple[int, int, str]  # (NPU, chip, metric): the same disagreement in two rounds
+    text: str
+
+
+def _temperature(value: float) -> str:
+    return f"{value:g} °C"
+
+
+def _power(value: float) -> str:
+    return f"{value:.1f} W"
+
+
+def _percent(value: float) -> str:
+    return f"{value:g} %"
+
+
+def _power_tolerance(a: float, b: float) -> float:
+    return max(POWER_TOLERANCE_W, POWER_TOLERANCE_SHARE * max(abs(a), abs(b)))
+
+
+#: (field, words, format, allowed difference for the two values, tolerance in words)
+METRICS: Tuple[Tuple[str, str, Callable[[float], str], Callable[[float, float], float], str], ...] = (
+    ("temperature_c", "temperature", _temperature, lambda a, b: TEMPERATURE_TOLERANCE_C, "±2 °C"),
+    ("power_w", "power", _power, _power_tolerance, "±5 W or 5 %"),
+    ("aicore_percent", "AI Core", _percent, lambda a, b: AICORE_TOLERANCE_POINTS, "±10 points"),
+)
+
+
+def disagreements(dcmi: ChipReading, npu_smi: ChipReading) -> List[Disagreement]:
+    """Chips only one backend lists, and values both have that differ by more than the tolerance."""
+    ours = {chip.identity.key: chip for chip in dcmi.chips}
+    theirs = {chip.identity.key: chip for chip in npu_smi.chips}
+    found: List[Disagreement] = []
+    for key in sorted(set(ours) ^ set(theirs)):
+        chip = ours.get(key) or theirs[key]
+        lister, other = ("DCMI", "npu-smi") if key in ours else ("npu-smi", "DCMI")
+        found.append(
+            Disagreement((*key, "listed"), f"{chip.identity.label} listed by {lister}, not by {other}")
+        )
+    for key in sorted(set(ours) & set(theirs)):
+        found.extend(_chip_disagreements(ours[key], theirs[key]))
+    return found
+
+
+def _chip_disagreements(ours: ChipSample, theirs: ChipSample) -> List[Disagreement]:
+    found: List[Disagreement] = []
+    for name, words, show, allowed, tolerance in METRICS:
+        a, b = ours.metric(name), theirs.metric(name)
+        if a is None or b is None or abs(a - b) <= allowed(a, b):
+            continue  # a metric one backend lacks (A3 chip 1 power) is not a disagreement
+        label = _chip_label(ours)
+        text = f"{label} {words}: DCMI {show(a)}, npu-smi {show(b)} (tolerance {tolerance})"
+        found.append(Disagreement((*ours.identity.key, name), text))
+    return found
+
+
+def _chip_label(chip: ChipSample) -> str:
+    npu_id, chip_id = chip.identity.key
+    return f"NPU {npu_id} chip {chip_id}"
+
+
+# ---------------------------------------------------------------- the check
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The check's own limit, shared by its steps (the engine abandons it past the limit)."""
+
+    deadline: float
+
+    def left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def run(machine: Machine) -> Finding:
+    """Find and load the library, initialise it in the DCMI worker, read once, compare with npu-smi."""
+    budget = _Budget(time.monotonic() + check_timeout_s(CHECK, machine) - CLOSE_MARGIN_S)
+    library = locate(machine)
+    details = _library_details(machine, library)
+    if library.loaded is None:
+        if library.found:
+            where, error = library.errors[0]
+            return _problem(machine, f"{where} does not load: {error}", _load_hint(error), details)
+        return _no_library(machine, f"libdcmi.so not found (looked in {', '.join(library.tried)})", details)
+    source = _open(machine, budget)
+    try:
+        first = source.read()
+        if first.failure is not None or first.reading is None:
+            return _explain(machine, library, _failure(first), details)
+        return _compare(machine, source.read, first.reading, budget, details)
+    finally:
+        source.close()
+
+
+def _open(machine: Machine, budget: _Budget) -> ClosableSource:
+    """The DCMI source, its read limited to ``--timeout`` and its start to what the check has left."""
+    left_s = max(budget.left_s(), MIN_START_GRACE_S * 2)
+    timeout_s = max(MIN_START_GRACE_S, min(machine.timeout_s, left_s - MIN_START_GRACE_S))
+    grace_s = min(MAX_START_GRACE_S, max(MIN_START_GRACE_S, left_s - timeout_s))
+    return machine.open_dcmi(timeout_s, grace_s)
+
+
+def _failure(outcome: SourceReading) -> SourceFailure:
+    if outcome.failure is not None:
+        return outcome.failure
+    return SourceFailure("crash", "the DCMI source gave neither a reading nor a failure", "")
+
+
+def _library_details(machine: Machine, library: Library) -> List[str]:
+    details = [f"search order: {SEARCH_ORDER}"]
+    if library.stand_in:
+        details.append(f"library: {library.loaded} (the demos' pure-Python stand-in: nothing to dlopen)")
+    elif library.loaded is not None:
+        kind = f" ({machine.dcmi_kind})" if machine.dcmi_kind else ""
+        details.append(f"library: {library.loaded}{kind} loads (dlopen in a child process)")
+    details += [f"{where}: does not load: {error}" for where, error in library.errors]
+    if machine.chip_backend != "auto":
+        details.append(f"backend chosen: {machine.chip_backend} (--backend / NPUWATCH_BACKEND)")
+    return details
+
+
+def _fallback_works(machine: Machine) -> bool:
+    """Whether npuwatch still reads the chips when DCMI fails: npu-smi answers, and may be used."""
+    if machine.chip_backend == "dcmi":
+        return False
+    outcome = machine.chip_reading()
+    return outcome.failure is None and outcome.reading is not None and bool(outcome.reading.chips)
+
+
+def _problem(machine: Machine, summary: str, hint: str, details: Sequence[str]) -> Finding:
+    """A DCMI problem: a warning while npu-smi reads the chips, a failure when nothing does."""
+    if _fallback_works(machine):
+        if machine.chip_backend == "npu-smi":
+            return warned(summary, hint, [*details, "npuwatch is set to read through npu-smi"])
+        return warned(f"{summary}; {_FALLS_BACK}", hint, [*details, f"without DCMI: {_DCMI_ONLY}"])
+    why = (
+        "--backend dcmi never falls back to npu-smi"
+        if machine.chip_backend == "dcmi"
+        else "npu-smi does not read the chips either (see npu-smi): nothing does"
+    )
+    return failed(summary, hint, [*details, why])
+
+
+def _no_library(machine: Machine, summary: str, details: Sequence[str]) -> Finding:
+    """No DCMI library here: nothing to check (npuwatch reads through npu-smi, whose own check
+    judges it), unless DCMI was asked for by name (``--dcmi-lib``, ``--backend dcmi``)."""
+    if machine.chip_backend == "dcmi" or machine.dcmi_library:
+        return _problem(machine, summary, _NOT_FOUND_HINT, details)
+    lines = [*details, f"without DCMI: {_DCMI_ONLY}", f"to read through DCMI: {_NOT_FOUND_HINT}"]
+    if _fallback_works(machine):
+        return skipped(f"{summary}; {_FALLS_BACK}", lines)
+    return skipped(
+        f"{summary}; npuwatch reads the chips through npu-smi, which fails too (see npu-smi)", lines
+    )
+
+
+def _load_hint(error: str) -> str:
+    if "undefined symbol" in error:
+        return (
+            "libdcmi.so does not match the driver libraries it loads: the driver's userland is mixed "
+            "from two versions; reinstall the driver package"
+        )
+    if any(word in error for word in ("wrong ELF class", "invalid ELF header", "file too short")):
+        return "this libdcmi.so is damaged or built for another architecture: reinstall the driver package"
+    if "hung" in error or "killed by" in error:
+        return "the library hangs or crashes while loading: check `dmesg`; reinstall the driver package"
+    return (
+        "libdcmi.so needs the driver's own libraries: add /usr/local/Ascend/driver/lib64/driver and "
+        "/usr/local/Ascend/driver/lib64/common to LD_LIBRARY_PATH; in a container " + _MOUNT_HINT
+    )
+
+
+def _explain(machine: Machine, library: Library, failure: SourceFailure, details: List[str]) -> Finding:
+    """Why DCMI gave no reading: the loader, ``dcmi_init``'s code, a hang or a crash."""
+    code = failure.error_code
+    if code != SYMBOL_MISSING:
+        details = [*details, f"DCMI said: {failure.message}"]
+    if failure.kind == "not-found":
+        return _no_library(machine, f"libdcmi.so not found (looked in {', '.join(library.tried)})", details)
+    if failure.kind == "permission" or code == -8002:
+        return _permission(machine, details)
+    if failure.kind == "init" and code == SYMBOL_MISSING:
+        summary = f"{library.loaded} has no dcmi_init: it is not the driver's libdcmi.so"
+        return _no_library(machine, summary, details)
+    if failure.kind == "init" and code == -8005:
+        return _inner_error(machine, details)
+    if failure.kind == "init" and code is not None:
+        known = describe(code)
+        name = f" ({known.name})" if known is not None else ""
+        meaning = known.meaning if known is not None else "an unknown DCMI error"
+        hint = known.hint if known is not None else failure.hint or "check `dmesg` and `npu-smi info`"
+        return _problem(machine, f"dcmi_init failed with {code}{name}: {meaning}", hint, details)
+    if failure.kind == "timeout":
+        summary = f"a DCMI call hung: {failure.message}"
+        return _problem(machine, summary, failure.hint, details)
+    if failure.kind == "crash":
+        return _problem(machine, f"DCMI crashed: {failure.message}", failure.hint, details)
+    return _problem(machine, f"DCMI failed: {failure.message}", failure.hint or _NOT_FOUND_HINT, details)
+
+
+def _permission(machine: Machine, details: List[str]) -> Finding:
+    user = facts.machine_user(machine)
+    name = user.name or f"uid {user.uid}"
+    info = machine.install_info()
+    group = (info.user_group if info is not None else None) or facts.DRIVER_GROUP
+    who = name if user.name else "$USER"
+    hint = (
+        f"add the user to the driver's group: `sudo usermod -aG {group} {who}`, then log out and in again "
+        f"(groups are read at login; `newgrp {group}` for this shell only), or run as root"
+    )
+    if machine.container().in_container:
+        hint += f"; in a container: `--group-add $(getent group {group} | cut -d: -f3)` (the host's GID)"
+    summary = f"dcmi_init refused with -8002 (OPER_NOT_PERMITTED): {name} is not root and not in {group}"
+    return _problem(machine, summary, hint, details)
+
+
+def _inner_error(machine: Machine, details: List[str]) -> Finding:
+    dev = machine.dev()
+    missing = [name for name in MANAGER_NODES if not dev.has(name)]
+    in_container = machine.container().in_container
+    summary = "dcmi_init failed with -8005 (INNER_ERR)"
+    if in_container and (missing or not dev.davinci_ids):
+        absent = [*missing, *([] if dev.davinci_ids else ["davinciN"])]
+        flags = device_flags(missing) + (
+            " --device /dev/davinciN (one per chip)" if not dev.davinci_ids else ""
+        )
+        return _problem(
+            machine,
+            f"{summary}: this container lacks {', '.join('/dev/' + n for n in absent)}",
+            f"start the container with {flags.strip()} (or the Ascend Docker Runtime), and {_MOUNT_HINT}",
+            details,
+        )
+    if in_container:
+        return _problem(
+            machine,
+            f"{summary} in a container whose device nodes are present",
+            f"the driver libraries in the container must be the host's own: {_MOUNT_HINT}; and the NPU must "
+            "not be held by another container (`npu-smi info` on the host)",
+            details,
+        )
+    if missing:
+        nodes = ", ".join(f"/dev/{name}" for name in missing)
+        hint = (
+            f"the driver did not create {nodes}: check `lsmod | grep drv_` and `dmesg | grep -i devdrv`; "
+            "reinstall the driver and reboot"
+        )
+        return _problem(machine, f"{summary}: {nodes} missing", hint, details)
+    hint = (
+        "the driver's userland does not match its kernel module, or the device is held: check "
+        "`cat /usr/local/Ascend/driver/version.info` and `dmesg | grep -i devdrv`; reinstall the driver "
+        "and reboot"
+    )
+    return _problem(machine, f"{summary}: DCMI internal error", hint, details)
+
+
+# ---------------------------------------------------------------- both backends read
+
+
+def _compare(
+    machine: Machine,
+    read_dcmi: Callable[[], SourceReading],
+    dcmi: ChipReading,
+    budget: _Budget,
+    details: List[str],
+) -> Finding:
+    chips = len(dcmi.chips)
+    details = [*details, f"DCMI read {chips} chip{'s' if chips != 1 else ''}"]
+    if machine.chip_reading().failure is not None:
+        return _dcmi_only(machine, chips, details)
+    npu_smi = _npu_smi_now(machine, budget)
+    if npu_smi is None:
+        return _dcmi_only(machine, chips, details)
+    details.append(f"compared with npu-smi within {TOLERANCES_TEXT}")
+    found = disagreements(dcmi, npu_smi)
+    if found:
+        found = _again(machine, read_dcmi, found, budget)
+    if not found:
+        return passed(
+            f"DCMI reads {chips} chip{'s' if chips != 1 else ''} and agrees with npu-smi ({TOLERANCES_TEXT})",
+            details,
+        )
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return warned(
+        f"DCMI and npu-smi disagree: {found[0].text}{more}",
+        _DISAGREE_HINT,
+        [*details, *(item.text for item in found)],
+    )
+
+
+def _npu_smi_now(machine: Machine, budget: _Budget) -> Optional[ChipReading]:
+    """npu-smi read right after DCMI (the values move): again when time allows, else the doctor's read."""
+    left_s = budget.left_s()
+    if left_s >= 0.5:
+        outcome = machine.fresh_chip_reading(min(machine.timeout_s, left_s))
+        if outcome.reading is not None:
+            return outcome.reading
+    return machine.chip_reading().reading
+
+
+def _again(
+    machine: Machine,
+    read_dcmi: Callable[[], SourceReading],
+    first: List[Disagreement],
+    budget: _Budget,
+) -> List[Disagreement]:
+    """Read both once more: only what disagrees both times is reported (values move between reads)."""
+    if budget.left_s() < 1.0:
+        return first
+    outcome = read_dcmi()
+    if outcome.reading is None:
+        return first
+    npu_smi = _npu_smi_now(machine, budget)
+    if npu_smi is None:
+        return first
+    again = {item.key for item in disagreements(outcome.reading, npu_smi)}
+    return [item for item in first if item.key in again]
+
+
+def _dcmi_only(machine: Machine, chips: int, details: List[str]) -> Finding:
+    plural = "s" if chips != 1 else ""
+    if machine.chip_backend == "npu-smi":
+        return warned(
+            f"DCMI reads {chips} chip{plural} but npu-smi, the backend chosen, does not (see npu-smi)",
+            "use DCMI: `--backend auto` (or unset NPUWATCH_BACKEND)",
+            details,
+        )
+    return passed(
+        f"DCMI reads {chips} chip{plural} (npu-smi gives nothing to compare with: see npu-smi)", details
+    )
+
+
+CHECK = Check(
+    id="dcmi",
+    group=Group.DRIVER,
+    title="libdcmi.so is found and loads, dcmi_init succeeds, and DCMI agrees with npu-smi",
+    run=run,
+    needs_hardware=True,
+    runs_npu_smi=True,
+)
