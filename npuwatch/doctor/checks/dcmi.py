@@ -180,7 +180,7 @@ def disagreements(dcmi: ChipReading, npu_smi: ChipReading) -> List[Disagreement]
         chip = ours.get(key) or theirs[key]
         lister, other = ("DCMI", "npu-smi") if key in ours else ("npu-smi", "DCMI")
         found.append(
-            Disagreement((*key, "listed"), f"{chip.identity.label} listed by {lister}, not by {other}")
+            Disagreement((*key, "listed"), f"{_chip_label(chip)} listed by {lister}, not by {other}")
         )
     for key in sorted(set(ours) & set(theirs)):
         found.extend(_chip_disagreements(ours[key], theirs[key]))
@@ -252,13 +252,15 @@ def _failure(outcome: SourceReading) -> SourceFailure:
 
 
 def _library_details(machine: Machine, library: Library) -> List[str]:
-    details = [f"search order: {SEARCH_ORDER}"]
+    details: List[str] = []
+    kind = f" — {machine.dcmi_kind}" if machine.dcmi_kind else ""
     if library.stand_in:
-        details.append(f"library: {library.loaded} (the demos' pure-Python stand-in: nothing to dlopen)")
+        details.append(f"library: {library.loaded}{kind} (a pure-Python stand-in: nothing to dlopen)")
     elif library.loaded is not None:
-        kind = f" ({machine.dcmi_kind})" if machine.dcmi_kind else ""
-        details.append(f"library: {library.loaded}{kind} loads (dlopen in a child process)")
+        details.append(f"library: {library.loaded}{kind}: loads (dlopen in a child process)")
     details += [f"{where}: does not load: {error}" for where, error in library.errors]
+    if library.loaded is None:
+        details.append(f"search order: {SEARCH_ORDER}")
     if machine.chip_backend != "auto":
         details.append(f"backend chosen: {machine.chip_backend} (--backend / NPUWATCH_BACKEND)")
     return details
@@ -336,11 +338,15 @@ def _explain(machine: Machine, library: Library, failure: SourceFailure, details
         hint = known.hint if known is not None else failure.hint or "check `dmesg` and `npu-smi info`"
         return _problem(machine, f"dcmi_init failed with {code}{name}: {meaning}", hint, details)
     if failure.kind == "timeout":
-        summary = f"a DCMI call hung: {failure.message}"
-        return _problem(machine, summary, failure.hint, details)
+        return _problem(machine, f"DCMI hangs: {_head(failure.message)}", failure.hint, details)
     if failure.kind == "crash":
-        return _problem(machine, f"DCMI crashed: {failure.message}", failure.hint, details)
+        return _problem(machine, f"DCMI crashes: {_head(failure.message)}", failure.hint, details)
     return _problem(machine, f"DCMI failed: {failure.message}", failure.hint or _NOT_FOUND_HINT, details)
+
+
+def _head(message: str) -> str:
+    """The clause before the first ``;`` (the rest, how npuwatch copes, is in the details)."""
+    return message.split("; ", 1)[0]
 
 
 def _permission(machine: Machine, details: List[str]) -> Finding:
@@ -349,6 +355,16 @@ def _permission(machine: Machine, details: List[str]) -> Finding:
     info = machine.install_info()
     group = (info.user_group if info is not None else None) or facts.DRIVER_GROUP
     who = name if user.name else "$USER"
+    if user.is_root:
+        return _problem(
+            machine,
+            "dcmi_init refused with -8002 (OPER_NOT_PERMITTED) even for root",
+            "DCMI refuses this process although it runs as root: in a container pass the device nodes "
+            f"and the host's {group} group (`--group-add $(getent group {group} | cut -d: -f3)`) or run it "
+            "--privileged; on a host check that /dev/davinci* belong to the driver's group "
+            "(device-permissions)",
+            details,
+        )
     hint = (
         f"add the user to the driver's group: `sudo usermod -aG {group} {who}`, then log out and in again "
         f"(groups are read at login; `newgrp {group}` for this shell only), or run as root"
