@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 
 class Scale(enum.Enum):
@@ -360,6 +360,11 @@ def metric(name: str) -> ChipMetric:
 
 #: The metrics without a card cell that the card shows when the chip reports them, in table order.
 EXTRAS: Tuple[ChipMetric, ...] = tuple(row for row in METRICS if row.extra is not None)
+#: The metrics shown only where a chip reports them, never as ``n/a``: the extras and the rated
+#: values they are shown against (an npu-smi chip reports none of them).
+SHOWN_WHEN_REPORTED: FrozenSet[str] = frozenset(row.name for row in EXTRAS) | frozenset(
+    row.rated for row in EXTRAS if row.rated is not None
+)
 
 
 def cell_metrics(cell: str) -> Tuple[ChipMetric, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
 from npuwatch.model import ChipSample, Snapshot
 from npuwatch.text_safety import inert, inert_lines
 from npuwatch.widgets import format as fmt
@@ -21,6 +22,7 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     if snapshot.chips:
         rows = chip_rows(snapshot, ordered=False)  # npu-smi's order
         lines += _table(_chip_header(), [_chip_row(row) for row in rows])
+        lines += _extras_table(rows)
         attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips)
         if attention:
             lines += ["", *attention]
@@ -99,6 +101,25 @@ def _cell_text(cell: MetricCell) -> str:
     return cell.text
 
 
+def _extras_table(rows: Sequence[ChipRow]) -> List[str]:
+    """The metrics without a card cell (the driver-only ones: frequency, Vector, HBM bandwidth …) as a
+    second table: a column per metric some chip reports, a row per chip reporting any (``-`` where
+    that chip does not).  Nothing when no chip reports one (the npu-smi backend's output)."""
+    shown = [row for row in rows if row.extras]
+    if not shown:
+        return []
+    columns: Dict[str, str] = {}  # metric → its header, in the view model's order
+    for row in shown:
+        for extra in row.extras:
+            columns.setdefault(extra.metric, extra.label)
+    header = ("NPU", "Chip", *columns.values())
+    table = []
+    for row in shown:
+        texts = {extra.metric: extra.text for extra in row.extras}
+        table.append((str(row.key[0]), str(row.key[1]), *(texts.get(m, "-") for m in columns)))
+    return ["", *_table(header, table)]
+
+
 def _error_codes(chips: Sequence[ChipSample]) -> List[str]:
     """A line per chip that is not OK and has error codes (``npu-smi info -t health``)."""
     return [
@@ -154,10 +175,16 @@ def _host_line(snapshot: Snapshot) -> str:
 
 
 def _notes(chips: Sequence[ChipSample]) -> List[str]:
-    """Group identical reasons so 16 chips with the same gap give one line."""
+    """Group identical reasons so 16 chips with the same gap give one line.
+
+    A metric without a card cell (the driver-only ones) is shown where reported and not listed
+    here when absent: npu-smi's table never has them, and saying so for every chip is noise (the
+    JSON's ``unavailable`` keeps the reason)."""
     grouped: Dict[Tuple[str, str], List[str]] = {}
     for chip in chips:
         for metric, reason in chip.unavailable().items():
+            if metric in SHOWN_WHEN_REPORTED:
+                continue
             grouped.setdefault((metric, reason), []).append(chip.identity.label)
     return [f"{metric} on {_labels(where)}: {reason}" for (metric, reason), where in grouped.items()]
 

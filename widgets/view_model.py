@@ -560,7 +560,12 @@ def amount(value: Optional[float], unit: str) -> str:
     if unit == "°C":
         return fmt.celsius(value)
     number = str(int(value)) if float(value).is_integer() else f"{value:g}"
+    if number == "1" and unit in _COUNTED:
+        unit = unit[:-1]  # 1 page, 1 error
     return f"{number} {unit}" if unit else number
+
+
+_COUNTED = frozenset({"errors", "pages"})
 
 
 CellBuilder = Callable[[ChipSample, Optional[History], int], MetricCell]

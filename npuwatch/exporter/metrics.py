@@ -30,6 +30,7 @@ Ascend/mind-cluster), so dashboards written for it work unchanged.  Where npuwat
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -155,12 +156,12 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
 
 
 def error_code_value(code: str) -> Optional[float]:
-    """An error code as npu-exporter exports it, the driver's unsigned number (``80E01801`` →
-    2162169857); ``None`` for a code that is not hexadecimal."""
-    try:
-        return float(int(code, 16))
-    except ValueError:
-        return None
+    """An error code as npu-exporter exports it, the driver's unsigned 32-bit number (``80E01801``
+    → 2162169857); ``None`` for a code that is not 1 to 8 hexadecimal digits."""
+    return float(int(code, 16)) if _HEX_CODE.fullmatch(code) else None
+
+
+_HEX_CODE = re.compile(r"[0-9A-Fa-f]{1,8}")
 
 
 def _error_code_families(chips: Sequence[ChipSample]) -> List[Metric]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Dict, FrozenSet, Tuple
 
@@ -18,6 +19,7 @@ from npuwatch.exporter.metrics import (
     render_age,
 )
 from npuwatch.feeds import FeedOptions, open_feed
+from npuwatch.metrics_table import metric
 from npuwatch.model import (
     ChipIdentity,
     ChipSample,
@@ -271,3 +273,93 @@ def test_the_judges_level_is_one_series_per_level_with_1_on_the_chips_level():
         for each in ("ok", "warning", "critical", "unknown"):
             key = chip_key("npuwatch_chip_level", **labels_of(sample), level=each)
             assert got[key] == (1 if each == level else 0), (sample.identity.label, each)
+
+
+# --- the driver-only metrics (issue 16) ---------------------------------------------------------
+
+DCMI_VALUES: Dict[str, object] = {
+    "aicore_freq_mhz": 1300,
+    "aicore_rated_freq_mhz": 1800,
+    "vector_percent": 45,
+    "cube_percent": 12,
+    "aicpu_percent": 3,
+    "ctrlcpu_percent": 7,
+    "hbm_bandwidth_percent": 60,
+    "hbm_temperature_c": 41,
+    "voltage_v": 0.85,
+    "ecc_single_bit_errors": 2,
+    "ecc_double_bit_errors": 0,
+    "ecc_isolated_pages": 1,
+}
+LABELS_3 = 'chip_id="0",id="3",model_name="910B3",npu_id="3",pcie_bus_info="0000:C3:00.0"'
+
+
+def test_each_new_metric_is_one_exact_line_under_npu_exporters_name_or_npuwatchs():
+    from npuwatch.model import ChipError
+
+    errors = (ChipError("80E01801", "HBM multi-bit ECC error"), ChipError("80CB8009"))
+    c = chip(3, health=Health.ALARM, errors=errors, **DCMI_VALUES)
+    lines = render(ExporterView(snap(c, chip(4)), 0.1)).decode().splitlines()
+    expected = [
+        f"npu_chip_info_aicore_current_freq{{{LABELS_3}}} 1300.0",
+        f"npuwatch_chip_aicore_rated_freq{{{LABELS_3}}} 1800.0",
+        f"npu_chip_info_vector_utilization{{{LABELS_3}}} 45.0",
+        f"npu_chip_info_cube_utilization{{{LABELS_3}}} 12.0",
+        f"npuwatch_chip_aicpu_utilization{{{LABELS_3}}} 3.0",
+        f"npuwatch_chip_ctrlcpu_utilization{{{LABELS_3}}} 7.0",
+        f"npu_chip_info_hbm_bandwidth_utilization{{{LABELS_3}}} 60.0",
+        f"npu_chip_info_hbm_temperature{{{LABELS_3}}} 41.0",
+        f"npu_chip_info_voltage{{{LABELS_3}}} 0.85",
+        f"npu_chip_info_hbm_ecc_single_bit_error_cnt{{{LABELS_3}}} 2.0",
+        f"npu_chip_info_hbm_ecc_double_bit_error_cnt{{{LABELS_3}}} 0.0",  # a real 0 is kept
+        f"npuwatch_chip_hbm_ecc_isolated_pages{{{LABELS_3}}} 1.0",
+        # npu-exporter's error codes: the driver's unsigned number, the first, then _1 …
+        f"npu_chip_info_error_code{{{LABELS_3}}} 2.162169857e+09",  # 0x80E01801
+        f"npu_chip_info_error_code_1{{{LABELS_3}}} 2.160820233e+09",  # 0x80CB8009
+    ]
+    for line in expected:
+        assert line in lines, line
+    assert "# TYPE npu_chip_info_voltage gauge" in lines
+    assert (
+        "# HELP npu_chip_info_aicore_current_freq the npu ai core current frequency, unit is 'MHz'" in lines
+    )
+    # Chip 4 reports none of them: not one series of it (never NaN, never a fake 0).
+    new_names = {line.split("{")[0] for line in expected}
+    assert not [ln for ln in lines if ln.split("{")[0] in new_names and 'npu_id="4"' in ln]
+
+
+def test_an_npu_smi_snapshot_exports_no_new_family_not_even_its_help_line():
+    c = chip(0, power_w=90.7, temperature_c=37, aicore_percent=7, hbm_used_mib=3000, hbm_total_mib=65536)
+    body = render(ExporterView(snap(c), 0.1)).decode()
+    for row in DCMI_VALUES:
+        assert str(metric(row).exporter_name) not in body
+    assert "npu_chip_info_error_code" not in body  # a chip without error codes has none
+    assert "npu_chip_info_overall_utilization" not in body  # no chip reports it: the family is left out
+    labels = 'chip_id="0",id="0",model_name="910B3",npu_id="0",pcie_bus_info="0000:C0:00.0"'
+    assert f"npu_chip_info_power{{{labels}}} 90.7" in body.splitlines()
+
+
+def test_error_codes_stop_at_npu_exporters_ten_and_skip_a_code_that_is_not_hex():
+    from npuwatch.exporter.metrics import ERROR_CODE_FAMILIES, error_code_value
+    from npuwatch.model import ChipError
+
+    assert error_code_value("80E01801") == 0x80E01801 and error_code_value("0") == 0
+    for junk in ("not-hex", "0x80E01801", "180E018011", " 80E01801", "8_0E", ""):
+        assert error_code_value(junk) is None, junk
+    codes = (
+        ChipError("not-hex"),
+        *(ChipError(f"80E0180{i}") for i in range(9)),
+        *(ChipError("81000000"),) * 3,
+    )
+    got = series(render(ExporterView(snap(chip(3, health=Health.ALARM, errors=codes)))))
+    rows = {name: value for (name, _), value in got.items() if name.startswith("npu_chip_info_error_code")}
+    assert list(rows) == list(ERROR_CODE_FAMILIES) and len(rows) == 10
+    assert rows["npu_chip_info_error_code"] == 0x80E01800
+    assert rows["npu_chip_info_error_code_9"] == 0x81000000
+
+
+def test_npuwatch_info_names_the_backend():
+    snapshot = replace(snap(chip(0)), chip_source="dcmi")
+    got = series(render(ExporterView(snapshot)))
+    info = [dict(labels) for name, labels in got if name == "npuwatch_info"]
+    assert info[0]["backend"] == "dcmi"

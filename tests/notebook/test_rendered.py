@@ -166,3 +166,48 @@ def test_failing_npu_smi_costs_one_line_not_one_per_metric(page):
     healthy_html = live_html.chips_html(healthy, 30, layout="cards")
     shown = _show(page, failed_html, "container-missing-nodes-cards")
     assert shown["height"] <= _show(page, healthy_html, "910b-cards")["height"] + 60
+
+
+def _dcmi_view(number: str, samples: int = 30):
+    """Capture ``number`` as the DCMI backend would read it: every driver-only metric, an error code."""
+    from dataclasses import replace
+
+    from npuwatch.model import ChipError
+
+    snapshot = capture_snapshot(number)
+    values = {
+        "aicore_freq_mhz": 1300,
+        "aicore_rated_freq_mhz": 1800,
+        "vector_percent": 45,
+        "cube_percent": 12,
+        "aicpu_percent": 3,
+        "ctrlcpu_percent": 7,
+        "hbm_bandwidth_percent": 60,
+        "hbm_temperature_c": 41,
+        "voltage_v": 0.85,
+        "ecc_single_bit_errors": 1234567,
+        "ecc_double_bit_errors": 0,
+        "ecc_isolated_pages": 1,
+    }
+    error = (ChipError("80E01801", "HBM multi-bit ECC error"),)
+    chips = tuple(replace(chip, errors=error, **values) for chip in snapshot.chips)
+    snapshot = replace(snapshot, chips=chips, chip_source="dcmi")
+    history = History(samples)
+    for _ in range(samples):
+        history.add(snapshot)
+    return build_view(snapshot, history, points=samples, window="15 min")
+
+
+def test_the_driver_only_metrics_hide_no_text_and_keep_the_table_one_line_a_row(page):
+    view = _dcmi_view("100")
+    assert len(view.chips) == 16 and all(row.extras for row in view.chips)
+    cards = _show(page, live_html.page_html(view, "live", 900, layout="cards"), "a3-dcmi-cards")
+    table = _show(page, live_html.page_html(view, "live", 900, layout="table"), "a3-dcmi-table")
+    assert cards["covered"] == [] and table["covered"] == []
+    plain = _view("100")
+    # Two bars and a detail line or two per card: taller, but not twice as tall.
+    plain_cards = _show(page, live_html.page_html(plain, "live", 900, layout="cards"), "a3-cards")
+    assert plain_cards["height"] < cards["height"] < 2 * plain_cards["height"]
+    _show(page, live_html.chips_html(view, 900, layout="table"), "a3-dcmi-table-widget", WIDGET)
+    heights = page.evaluate(ROW_HEIGHTS_JS)
+    assert len(heights) == 16 and max(heights) < 25

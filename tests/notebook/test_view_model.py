@@ -188,3 +188,70 @@ def test_a_chip_whose_values_are_all_stale_says_why_once():
     view = _view(snapshot)
     card = Elements(live_html.chips_html(view, 60, layout="cards")).by_class("npuwatch-chip")[0]
     assert card["text"].count("stale: npu-smi timed out after 5 s") == 1
+
+
+# --- the driver-only metrics on the chip card (issue 16) -----------------------------------------
+
+DCMI_VALUES = {
+    "aicore_freq_mhz": 1300,
+    "aicore_rated_freq_mhz": 1800,
+    "vector_percent": 45,
+    "hbm_bandwidth_percent": 60,
+    "aicpu_percent": 3,
+    "hbm_temperature_c": 41,
+    "voltage_v": 0.85,
+    "ecc_double_bit_errors": 0,
+}
+
+
+def _dcmi_view():
+    from npuwatch.model import ChipError
+
+    snapshot = capture_snapshot("001")
+    first = replace(
+        snapshot.chips[0],
+        health=Health.ALARM,
+        errors=(ChipError("80E01801", "HBM multi-bit ECC error"),),
+        **DCMI_VALUES,
+    )
+    return _view(replace(snapshot, chips=(first, *snapshot.chips[1:]), chip_source="dcmi"), window="15 min")
+
+
+def test_a_dcmi_card_shows_the_frequency_beside_ai_core_two_bars_details_and_error_codes():
+    view = _dcmi_view()
+    card = live_html.chip_html(view.chips[0], view.window, 60)
+    found = Elements(card)
+    (beside,) = found.by_class("npuwatch-beside")
+    assert (beside["text"], beside["attrs"]["data-metric"]) == ("1300/1800 MHz", "aicore_freq_mhz")
+    rows = [r["attrs"]["data-metric"] for r in found.by_class("npuwatch-metric")]
+    assert rows == ["util", "memory", "power", "temperature", "vector_percent", "hbm_bandwidth_percent"]
+    values = {v["attrs"]["data-metric"]: v["text"] for v in found.by_class("npuwatch-value")}
+    assert (values["vector_percent"], values["hbm_bandwidth_percent"]) == ("45%", "60%")
+    details = [d["text"] for d in found.by_class("npuwatch-detail")]
+    assert details == ["AI CPU 3%", "HBM temp 41 °C", "Voltage 0.85 V", "ECC 2-bit 0 errors"]
+    assert [e["text"] for e in found.by_class("npuwatch-error-code")] == ["80E01801 HBM multi-bit ECC error"]
+    # The bars' plots are drawn from the history, like the four cells'.
+    assert "Vector over the last 15 min" in card and "HBM BW over the last 15 min" in card
+    # The other chips of the same view report none of them.
+    others = Elements("".join(live_html.chip_html(row, view.window, 60) for row in view.chips[1:]))
+    assert not others.by_class("npuwatch-beside") and not others.by_class("npuwatch-details")
+
+
+def test_the_compact_table_puts_the_frequency_beside_ai_core_and_the_rest_in_the_row_tooltip():
+    found = Elements(live_html.chips_html(_dcmi_view(), 60, layout="table"))
+    assert [b["text"] for b in found.by_class("npuwatch-beside")] == ["1300/1800 MHz"]
+    row = found.by_class("npuwatch-chip")[0]
+    assert row["attrs"]["title"].endswith(
+        " · Vector 45% · HBM BW 60% · AI CPU 3% · HBM temp 41 °C · Voltage 0.85 V · ECC 2-bit 0 errors"
+        " · 80E01801 HBM multi-bit ECC error"
+    )
+    assert all("·" not in r["attrs"]["title"].split("0000:")[-1] for r in found.by_class("npuwatch-chip")[1:])
+
+
+def test_an_npu_smi_card_has_nothing_extra():
+    view = _view(capture_snapshot("001"))
+    for layout in ("cards", "table"):
+        found = Elements(live_html.chips_html(view, 60, layout=layout))
+        for name in ("npuwatch-beside", "npuwatch-details", "npuwatch-detail", "npuwatch-error-code"):
+            assert found.by_class(name) == [], (layout, name)
+        assert len(found.by_class("npuwatch-metric")) == 4 * len(view.chips)

@@ -210,3 +210,97 @@ def test_a_cards_height_is_counted_as_its_lines_are_drawn():
         for pcie in (None, link):
             sample = replace(chip("910B3"), errors=errors, pcie=pcie)
             assert problem_count(sample) == len(problem_lines(sample, 40))
+
+
+# --- the driver-only metrics: one presentation, shown only where reported (issue 16) -------------
+
+
+def test_a_dcmi_chip_shows_its_frequency_against_rated_bars_and_detail_lines():
+    from npuwatch.model import ChipError
+
+    sample = replace(
+        chip("910B3", **DCMI_VALUES),
+        health=Health.ALARM,
+        errors=(ChipError("80E01801", "HBM multi-bit ECC error"),),
+    )
+    row = view_model.chip_row(sample)
+    assert [(e.kind, e.metric, e.label, e.text) for e in row.extras] == [
+        ("beside", "aicore_freq_mhz", "Freq", "1300/1800 MHz"),
+        ("bar", "vector_percent", "Vector", "45%"),
+        ("bar", "hbm_bandwidth_percent", "HBM BW", "60%"),
+        ("detail", "cube_percent", "Cube", "12%"),
+        ("detail", "aicpu_percent", "AI CPU", "3%"),
+        ("detail", "ctrlcpu_percent", "Ctrl CPU", "7%"),
+        ("detail", "hbm_temperature_c", "HBM temp", "41 °C"),
+        ("detail", "voltage_v", "Voltage", "0.85 V"),
+        ("detail", "ecc_single_bit_errors", "ECC 1-bit", "2 errors"),
+        ("detail", "ecc_double_bit_errors", "ECC 2-bit", "0 errors"),
+        ("detail", "ecc_isolated_pages", "ECC pages", "1 page"),
+    ]
+    freq = row.beside("util")
+    assert freq is not None and (freq.fraction, freq.ceiling, freq.top_label) == (
+        1300 / 1800,
+        1800.0,
+        "1800 MHz",
+    )
+    assert row.beside("memory") is None
+    assert [(b.key, b.fraction, b.top_label) for b in row.bars] == [
+        ("vector_percent", 0.45, "100%"),
+        ("hbm_bandwidth_percent", 0.6, "100%"),
+    ]
+    assert all(e.level is Level.OK and e.reason is None for e in row.extras)  # issue 17 judges them
+    assert row.errors == ("80E01801 HBM multi-bit ECC error",)
+    assert tuple(cell.key for cell in row.metrics) == CELLS  # the four cells stay as they were
+
+
+def test_an_npu_smi_chip_shows_nothing_extra():
+    from npuwatch.probes.npu_smi.table import NOT_IN_TABLE
+
+    row = view_model.chip_row(replace(chip("910B3"), notes=dict(NOT_IN_TABLE)))
+    assert (row.extras, row.bars, row.details, row.errors) == ((), (), (), ())
+    assert row.beside("util") is None and row.reason is None
+
+
+def test_a_frequency_without_its_rating_and_a_stale_extra():
+    stale = MetricNote(MetricStatus.STALE, "dcmi timed out; showing the value from 3 s ago")
+    row = view_model.chip_row(
+        chip("910B3", aicore_freq_mhz=1800, vector_percent=5, notes={"vector_percent": stale})
+    )
+    freq = row.beside("util")
+    assert freq is not None and (freq.text, freq.fraction, freq.top_label) == ("1800 MHz", None, "max")
+    assert row.bars[0].reason == "stale: dcmi timed out; showing the value from 3 s ago"
+
+
+def test_extras_carry_their_history_when_graphed():
+    sample = chip("910B3", **DCMI_VALUES)
+    history = History(5)
+    for _ in range(3):
+        history.add(snap(sample))
+    row = view_model.chip_row(sample, history, points=5)
+    series = {e.metric: e.series for e in row.extras}
+    assert series["aicore_freq_mhz"] == (1300.0,) * 3 and series["vector_percent"] == (45.0,) * 3
+    assert series["hbm_temperature_c"] == (41.0,) * 3 and series["cube_percent"] == ()  # not graphed
+
+
+def test_a_frequency_graph_tops_at_the_rated_frequency_unless_the_data_goes_past_it():
+    sample = chip("910B3", **DCMI_VALUES)
+    assert view_model.graph_top(sample, "aicore_freq_mhz", [1300.0, 1500.0]) == 1800.0
+    assert view_model.graph_top(sample, "aicore_freq_mhz", [1300.0, 2000.0]) == pytest.approx(2200.0)
+    assert view_model.graph_top(chip("910B3"), "aicore_freq_mhz", [1000.0]) == pytest.approx(1100.0)
+    assert view_model.graph_top(sample, "vector_percent", [5.0]) == 100.0
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "text"),
+    [
+        (1234567, "errors", "1234567 errors"),
+        (1, "pages", "1 page"),
+        (0.85, "V", "0.85 V"),
+        (41, "°C", "41 °C"),
+        (45, "%", "45%"),
+        (1800.0, "MHz", "1800 MHz"),
+        (None, "MHz", "n/a"),
+    ],
+)
+def test_amounts_keep_whole_numbers_whole(value, unit, text):
+    assert view_model.amount(value, unit) == text

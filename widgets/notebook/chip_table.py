@@ -15,6 +15,7 @@ from npuwatch.widgets.notebook.html_parts import (
     FONT,
     PLOT_COLOURS,
     badge_html,
+    beside_html,
     chip_classes,
     not_reported_html,
     shared_reason_html,
@@ -70,10 +71,16 @@ def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int) -> 
             own = (
                 f'<div class="npuwatch-own" style="font-size:10px">this kernel {escape(row.own_memory)}</div>'
             )
+        beside = row.beside(cell.key) if row.extras else None
+        if beside is not None:  # the AI Core frequency against rated, beside AI Core
+            own = f" {beside_html(beside)}{own}"
         cells.append(_metric_cell(cell, header, window, slots, own))
+    # The other extras and the error codes fit no column: the row's tooltip says them.
+    more = "".join(f" · {cell.label} {cell.text}" for cell in row.extras if cell.kind != "beside")
+    more += "".join(f" · {error}" for error in row.errors)
     return (
         f'<tr class="{chip_classes(row)}" data-npu="{row.key[0]}" '
-        f'data-chip="{row.key[1]}" title="{escape(row.title)} · {escape(row.detail)}" '
+        f'data-chip="{row.key[1]}" title="{escape(row.title)} · {escape(row.detail)}{escape(more)}" '
         f'style="border-top:1px solid {BORDER}">{"".join(cells)}</tr>'
     )
 

@@ -29,7 +29,14 @@ LEVEL_COLOURS = {
     Level.CRITICAL: "#c62828",
     Level.UNKNOWN: "inherit",
 }
-PLOT_COLOURS = {"util": "#2ca02c", "memory": "#1f77b4", "power": "#9467bd", "temperature": "#d62728"}
+PLOT_COLOURS = {
+    "util": "#2ca02c",
+    "memory": "#1f77b4",
+    "power": "#9467bd",
+    "temperature": "#d62728",
+    "vector_percent": "#17becf",
+    "hbm_bandwidth_percent": "#8c564b",
+}
 _REASON = "font-size:10px;opacity:0.7"
 
 
@@ -61,6 +68,16 @@ def value_html(cell: MetricCell) -> str:
     return (
         f'<span class="npuwatch-value {level_class(cell.level)}" data-metric="{cell.key}"{title} '
         f'style="color:{colour};font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap">'
+        f"{escape(cell.text)}</span>"
+    )
+
+
+def beside_html(cell: MetricCell) -> str:
+    """A metric shown next to a card value: ``1300/1800 MHz`` (the frequency beside AI Core)."""
+    title = f' title="{escape(cell.reason)}"' if cell.reason else ""
+    return (
+        f'<span class="npuwatch-beside" data-metric="{cell.key}"{title} '
+        f'style="font-size:11px;opacity:0.8;white-space:nowrap;font-variant-numeric:tabular-nums">'
         f"{escape(cell.text)}</span>"
     )
 

@@ -16,8 +16,10 @@ from npuwatch.widgets.notebook.chip_table import chip_table_html
 from npuwatch.widgets.notebook.html_parts import (
     BORDER,
     FONT,
+    HEALTH_COLOURS,
     PLOT_COLOURS,
     badge_html,
+    beside_html,
     chip_classes,
     reason_html,
     shared_reason_html,
@@ -39,11 +41,19 @@ def _bar(fraction: Optional[float], colour: str) -> str:
     )
 
 
-def metric_html(cell: MetricCell, window: str, slots: int, said: Optional[str] = None) -> str:
-    """One metric row: label, value, a bar, the history plot, and why it is n/a unless ``said``."""
+def metric_html(
+    cell: MetricCell,
+    window: str,
+    slots: int,
+    said: Optional[str] = None,
+    beside: Optional[MetricCell] = None,
+) -> str:
+    """One metric row: label, value, a bar, the history plot, and why it is n/a unless ``said``;
+    ``beside``: a metric shown next to the value (AI Core frequency against rated, beside AI Core)."""
     reason = ""
     if cell.reason and cell.reason != said:
         reason = reason_html(cell.reason, cell.key, "max-width:130px")
+    extra = "" if beside is None else f" {beside_html(beside)}"
     plot = sparkline_svg(
         cell.series,
         ceiling=cell.ceiling,
@@ -57,9 +67,33 @@ def metric_html(cell: MetricCell, window: str, slots: int, said: Optional[str] =
         f'<tr class="npuwatch-metric" data-metric="{cell.key}">'
         f'<td style="padding:1px 6px 1px 0;opacity:0.8;white-space:nowrap;vertical-align:top">'
         f"{escape(cell.label)}</td>"
-        f'<td style="padding:1px 6px 1px 0;vertical-align:top;min-width:96px">{value_html(cell)}'
+        f'<td style="padding:1px 6px 1px 0;vertical-align:top;min-width:96px">{value_html(cell)}{extra}'
         f"{_bar(cell.fraction, PLOT_COLOURS.get(cell.key, '#1f77b4'))}{reason}</td>"
         f'<td style="padding:1px 0">{plot}</td></tr>'
+    )
+
+
+def details_html(row: ChipRow) -> str:
+    """The chip's detail metrics on one wrapping line (``Cube 12% · AI CPU 3% · ECC 2-bit 0 errors``),
+    then its error codes, a line each; nothing for a chip that reports neither (npu-smi's chips)."""
+    details = ""
+    if row.details:
+        parts = " · ".join(_detail_html(cell) for cell in row.details)
+        style = "margin-top:3px;font-size:11px;line-height:1.5"
+        details = f'<div class="npuwatch-details" style="{style}">{parts}</div>'
+    colour = HEALTH_COLOURS.get(row.health_class, HEALTH_COLOURS["unknown"])[0]
+    errors = "".join(
+        f'<div class="npuwatch-error-code" style="font-size:11px;color:{colour}">{escape(error)}</div>'
+        for error in row.errors
+    )
+    return details + errors
+
+
+def _detail_html(cell: MetricCell) -> str:
+    title = f' title="{escape(cell.reason)}"' if cell.reason else ""
+    return (
+        f'<span class="npuwatch-detail" data-metric="{cell.key}"{title} style="white-space:nowrap">'
+        f'<span style="opacity:0.8">{escape(cell.label)}</span> <b>{escape(cell.text)}</b></span>'
     )
 
 
@@ -80,7 +114,11 @@ def chip_html(row: ChipRow, window: str, slots: int, said: Optional[str] = None)
             f"<b>this kernel</b> {escape(row.own_memory)}</div>"
         )
     reason = reason_html(row.reason, style="margin-bottom:3px") if row.reason and row.reason != said else ""
-    metrics = "".join(metric_html(cell, window, slots, row.reason) for cell in row.metrics)
+    metrics = "".join(
+        metric_html(cell, window, slots, row.reason, row.beside(cell.key) if row.extras else None)
+        for cell in row.metrics
+    )
+    metrics += "".join(metric_html(cell, window, slots, row.reason) for cell in row.bars)
     return (
         f'<div class="{chip_classes(row)}" data-npu="{row.key[0]}" '
         f'data-chip="{row.key[1]}" style="border:1px solid {BORDER};border-radius:4px;padding:6px 8px;'
@@ -89,7 +127,8 @@ def chip_html(row: ChipRow, window: str, slots: int, said: Optional[str] = None)
         f'<span class="npuwatch-chip-title" style="font-weight:600">{escape(row.title)}{stale}</span>'
         f"{badge_html(row.health_class, row.badge)}</div>"
         f'<div style="font-size:11px;opacity:0.7;margin-bottom:3px">{escape(row.detail)}</div>'
-        f'{reason}<table style="border-collapse:collapse;font-size:12px">{metrics}</table>{own}</div>'
+        f'{reason}<table style="border-collapse:collapse;font-size:12px">{metrics}</table>'
+        f"{details_html(row)}{own}</div>"
     )
 
 
