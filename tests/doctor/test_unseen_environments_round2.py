@@ -114,6 +114,8 @@ def test_container_chip_full_with_another_containers_job(tmp_path):
         tm.remove(f"/dev/davinci{chip}")
     tm.builder.mark_container("docker")  # a private PID namespace: PID 485946 is not here
     tm.scripted_npu_smi(_wide_one_chip("62260 / 65536", "58000"))
+    # npu-smi alone is scripted: the demo's fake DCMI would still read all 8 chips (dcmi would warn).
+    tm.builder.install_library("/usr/local/dcmi/libdcmi.so")
     results = doctor(tm)
     result = results["hbm-held"]
     assert result.status is Status.WARN, result.summary
