@@ -12,7 +12,7 @@ import pytest
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.cli import main
 from npuwatch.doctor import facts, registry
-from npuwatch.doctor.checks import dcmi
+from npuwatch.doctor.checks import dcmi, dcmi_agreement
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Finding, Group, Status
@@ -316,6 +316,12 @@ def test_dcmi_working_while_npu_smi_fails_passes_and_says_so(tmp_path):
     assert finding.summary == "DCMI reads 1 chip (npu-smi gives nothing to compare with: see npu-smi)"
 
 
+def test_dcmi_listing_no_chip_is_a_problem(tmp_path):
+    finding = dcmi.run(ScriptedMachine(tmp_path, [reading()], [reading(chip(0))]))
+    assert finding.status is Status.WARN
+    assert finding.summary.startswith("dcmi_init succeeds but DCMI lists no chip")
+
+
 def test_init_8005_in_a_container_with_its_nodes_points_at_the_host_s_libraries(tmp_path):
     failure = SourceFailure("init", "dcmi_init failed with -8005: DCMI internal error", "h", error_code=-8005)
     machine = ScriptedMachine(tmp_path, [SourceReading(None, failure, 0.1)], [reading(chip(0))])
@@ -356,14 +362,16 @@ def test_another_init_code_is_explained_from_the_code_table(tmp_path):
     ],
 )
 def test_tolerances(ours, theirs, agree):
-    found = dcmi.disagreements(ChipReading(chips=(ours,)), ChipReading(chips=(theirs,)))
+    found = dcmi_agreement.disagreements(ChipReading(chips=(ours,)), ChipReading(chips=(theirs,)))
     assert (found == []) is agree
 
 
 def test_a_metric_only_one_backend_has_is_no_disagreement():
     a3_chip_1 = ChipSample(identity=ChipIdentity(0, 1), health=Health.OK, temperature_c=40)
     with_power = ChipSample(identity=ChipIdentity(0, 1), health=Health.OK, temperature_c=40, power_w=90.0)
-    assert dcmi.disagreements(ChipReading(chips=(a3_chip_1,)), ChipReading(chips=(with_power,))) == []
+    assert (
+        dcmi_agreement.disagreements(ChipReading(chips=(a3_chip_1,)), ChipReading(chips=(with_power,))) == []
+    )
 
 
 def test_the_check_never_calls_a_setter():

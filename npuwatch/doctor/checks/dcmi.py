@@ -9,7 +9,7 @@ Severities (a DCMI problem matters as much as what npuwatch can still read):
   warn while npu-smi answers (npuwatch falls back to it), fail when nothing else reads the chips —
   npu-smi fails too, or ``--backend dcmi`` / ``NPUWATCH_BACKEND=dcmi`` forbids the fallback;
 - both backends read: pass when they list the same chips and every value both have is within
-  the tolerances below, warn naming each chip and metric that disagrees twice in a row (values
+  the tolerances of ``dcmi_agreement``, warn naming each chip and metric that disagrees twice in a row (values
   move between two reads, so a first disagreement is read again before it is reported).
 
 The library is loaded first in a throw-away child (``probes.library_load``), then read in the
@@ -26,30 +26,16 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.doctor import facts
+from npuwatch.doctor.checks.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
 from npuwatch.doctor.engine import check_timeout_s
 from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import ClosableSource, Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
-from npuwatch.model import ChipSample
+from npuwatch.probes.dcmi.records import SYMBOL_MISSING
 from npuwatch.probes.dcmi_codes import describe
 from npuwatch.probes.devices import MANAGER_NODES
 from npuwatch.probes.library_load import load_libraries
-
-#: How far the two backends' values may be apart and still agree (values move between two reads).
-TEMPERATURE_TOLERANCE_C = 2.0
-POWER_TOLERANCE_W = 5.0
-POWER_TOLERANCE_SHARE = 0.05
-AICORE_TOLERANCE_POINTS = 10.0
-TOLERANCES_TEXT = "temperature ±2 °C, power ±5 W or 5 %, AI Core ±10 points"
-
-#: The library search, as ``probes/dcmi/library.py`` does it (shown when nothing is found).
-SEARCH_ORDER = (
-    "--dcmi-lib / NPUWATCH_DCMI_LIB, else libdcmi.so on the loader path (live machine only), "
-    "/usr/local/Ascend/driver/lib64/driver/libdcmi.so, /usr/local/dcmi/libdcmi.so"
-)
-LOADER_NAME = "libdcmi.so"
-PYTHON_PREFIX = "python:"
-INSTALLED_PATHS = ("usr/local/Ascend/driver/lib64/driver/libdcmi.so", "usr/local/dcmi/libdcmi.so")
+from npuwatch.probes.runner import KILL_GRACE_S
 
 #: Loading the library in its child may take this long (it is milliseconds when it works).
 LOAD_TIMEOUT_S = 2.0
@@ -58,8 +44,6 @@ CLOSE_MARGIN_S = 0.7
 #: The least a fresh worker process is given to start (an interpreter and its imports).
 MIN_START_GRACE_S = 0.5
 MAX_START_GRACE_S = 5.0
-#: The code the DCMI reader gives a function the library lacks (``records.SYMBOL_MISSING``).
-SYMBOL_MISSING = -99998
 
 _MOUNT_HINT = (
     "mount the host's DCMI and driver libraries: -v /usr/local/dcmi:/usr/local/dcmi "
@@ -97,13 +81,21 @@ class Library:
 
 
 def candidates(machine: Machine) -> Tuple[str, ...]:
-    """The library's search order on ``machine`` (real paths), as ``probes/dcmi/library.py`` has it."""
-    if machine.dcmi_library:
-        return (machine.dcmi_library,)
-    root = str(machine.sysroot.root)
-    found = [LOADER_NAME] if machine.sysroot.is_live else []
-    found.extend(os.path.join(root, relative) for relative in INSTALLED_PATHS)
-    return tuple(found)
+    """Where the DCMI worker looks for the library on ``machine`` (real paths), in its order."""
+    from npuwatch.probes.dcmi import library
+
+    return library.candidates(machine.dcmi_library, str(machine.sysroot.root))
+
+
+def search_order() -> str:
+    """The search, in words (shown when nothing loads)."""
+    from npuwatch.probes.dcmi import library
+
+    installed = ", ".join(f"/{path}" for path in library.INSTALLED_PATHS)
+    return (
+        f"--dcmi-lib / {library.ENV_VAR}, else {library.LOADER_NAME} on the loader path "
+        f"(live machine only), {installed}"
+    )
 
 
 def shown(machine: Machine, where: str) -> str:
@@ -118,7 +110,7 @@ def locate(machine: Machine) -> Library:
     """Every candidate that exists, loaded in a child in search order: the first that loads wins."""
     tried = candidates(machine)
     names = tuple(shown(machine, where) for where in tried)
-    if tried[0].startswith(PYTHON_PREFIX):
+    if tried[0].startswith("python:"):  # library.PYTHON_PREFIX: a module, imported by the worker
         return Library(names, loaded=tried[0], stand_in=True)
     present = [where for where in tried if "/" not in where or os.path.exists(where)]
     if not present:
@@ -134,74 +126,6 @@ def locate(machine: Machine) -> Library:
             continue  # not on the loader path: that is "not found", not a load error
         errors.append((shown(machine, where), error))
     return Library(names, errors=tuple(errors))
-
-
-# ---------------------------------------------------------------- comparing the backends
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """One chip and metric the two backends read differently (or a chip only one lists)."""
-
-    key: Tuple[int, int, str]  # (NPU, chip, metric): the same disagreement in two rounds
-    text: str
-
-
-def _temperature(value: float) -> str:
-    return f"{value:g} °C"
-
-
-def _power(value: float) -> str:
-    return f"{value:.1f} W"
-
-
-def _percent(value: float) -> str:
-    return f"{value:g} %"
-
-
-def _power_tolerance(a: float, b: float) -> float:
-    return max(POWER_TOLERANCE_W, POWER_TOLERANCE_SHARE * max(abs(a), abs(b)))
-
-
-#: (field, words, format, allowed difference for the two values, tolerance in words)
-METRICS: Tuple[Tuple[str, str, Callable[[float], str], Callable[[float, float], float], str], ...] = (
-    ("temperature_c", "temperature", _temperature, lambda a, b: TEMPERATURE_TOLERANCE_C, "±2 °C"),
-    ("power_w", "power", _power, _power_tolerance, "±5 W or 5 %"),
-    ("aicore_percent", "AI Core", _percent, lambda a, b: AICORE_TOLERANCE_POINTS, "±10 points"),
-)
-
-
-def disagreements(dcmi: ChipReading, npu_smi: ChipReading) -> List[Disagreement]:
-    """Chips only one backend lists, and values both have that differ by more than the tolerance."""
-    ours = {chip.identity.key: chip for chip in dcmi.chips}
-    theirs = {chip.identity.key: chip for chip in npu_smi.chips}
-    found: List[Disagreement] = []
-    for key in sorted(set(ours) ^ set(theirs)):
-        chip = ours.get(key) or theirs[key]
-        lister, other = ("DCMI", "npu-smi") if key in ours else ("npu-smi", "DCMI")
-        found.append(
-            Disagreement((*key, "listed"), f"{_chip_label(chip)} listed by {lister}, not by {other}")
-        )
-    for key in sorted(set(ours) & set(theirs)):
-        found.extend(_chip_disagreements(ours[key], theirs[key]))
-    return found
-
-
-def _chip_disagreements(ours: ChipSample, theirs: ChipSample) -> List[Disagreement]:
-    found: List[Disagreement] = []
-    for name, words, show, allowed, tolerance in METRICS:
-        a, b = ours.metric(name), theirs.metric(name)
-        if a is None or b is None or abs(a - b) <= allowed(a, b):
-            continue  # a metric one backend lacks (A3 chip 1 power) is not a disagreement
-        label = _chip_label(ours)
-        text = f"{label} {words}: DCMI {show(a)}, npu-smi {show(b)} (tolerance {tolerance})"
-        found.append(Disagreement((*ours.identity.key, name), text))
-    return found
-
-
-def _chip_label(chip: ChipSample) -> str:
-    npu_id, chip_id = chip.identity.key
-    return f"NPU {npu_id} chip {chip_id}"
 
 
 # ---------------------------------------------------------------- the check
@@ -260,7 +184,7 @@ def _library_details(machine: Machine, library: Library) -> List[str]:
         details.append(f"library: {library.loaded}{kind}: loads (dlopen in a child process)")
     details += [f"{where}: does not load: {error}" for where, error in library.errors]
     if library.loaded is None:
-        details.append(f"search order: {SEARCH_ORDER}")
+        details.append(f"search order: {search_order()}")
     if machine.chip_backend != "auto":
         details.append(f"backend chosen: {machine.chip_backend} (--backend / NPUWATCH_BACKEND)")
     return details
@@ -425,7 +349,13 @@ def _compare(
     details: List[str],
 ) -> Finding:
     chips = len(dcmi.chips)
-    details = [*details, f"DCMI read {chips} chip{'s' if chips != 1 else ''}"]
+    details = [*details, f"DCMI read {chips} chip{'s' if chips != 1 else ''}", *dcmi.warnings[:4]]
+    if not chips:
+        hint = (
+            "check `npu-smi info -l` and `dmesg | grep -i devdrv`; in a container pass the chips' "
+            "/dev/davinciN nodes"
+        )
+        return _problem(machine, "dcmi_init succeeds but DCMI lists no chip", hint, details)
     if machine.chip_reading().failure is not None:
         return _dcmi_only(machine, chips, details)
     npu_smi = _npu_smi_now(machine, budget)
@@ -450,9 +380,9 @@ def _compare(
 
 def _npu_smi_now(machine: Machine, budget: _Budget) -> Optional[ChipReading]:
     """npu-smi read right after DCMI (the values move): again when time allows, else the doctor's read."""
-    left_s = budget.left_s()
-    if left_s >= 0.5:
-        outcome = machine.fresh_chip_reading(min(machine.timeout_s, left_s))
+    limit_s = min(machine.timeout_s, budget.left_s() - KILL_GRACE_S)  # a hung npu-smi takes that more
+    if limit_s >= MIN_START_GRACE_S:
+        outcome = machine.fresh_chip_reading(limit_s)
         if outcome.reading is not None:
             return outcome.reading
     return machine.chip_reading().reading
@@ -465,8 +395,8 @@ def _again(
     budget: _Budget,
 ) -> List[Disagreement]:
     """Read both once more: only what disagrees both times is reported (values move between reads)."""
-    if budget.left_s() < 1.0:
-        return first
+    if budget.left_s() < machine.timeout_s + MIN_START_GRACE_S:
+        return first  # a second DCMI read could outlast the check's limit
     outcome = read_dcmi()
     if outcome.reading is None:
         return first
