@@ -15,9 +15,6 @@ SCHEMA = "npuwatch/snapshot/v1"
 #: which says how every layer labels, scales, keeps and exports each).  Every one is a number or
 #: ``None``; a ``None`` always has its reason in ``ChipSample.notes``.
 CHIP_METRICS: Tuple[str, ...] = tuple(row.name for row in METRICS)
-#: Each metric's title in words (the metric table's ``title``: ``AI Core frequency``), for the
-#: probes, which name a metric in a reason and import only this module.
-METRIC_TITLES: Mapping[str, str] = {row.name: row.title for row in METRICS}
 
 
 class Level(enum.Enum):

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from npuwatch.judge.rules import Judgement, judge_snapshot
+from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
 from npuwatch.model import (
     CHIP_METRICS,
     SCHEMA,
@@ -106,14 +107,26 @@ def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
     out["health"] = chip.health.value
     out.update({metric: getattr(chip, metric) for metric in CHIP_METRICS})
     out["unavailable"] = chip.unavailable()
-    out["metric_status"] = {name: note.status.value for name, note in chip.notes.items()}
-    out["metric_notes"] = {name: note.reason for name, note in chip.notes.items()}
+    # A driver-only metric the chip does not have (every one of them when npu-smi read it) is said
+    # once, in ``unavailable``: its status is the default ``unsupported`` (DESIGN §2.2).
+    notes = {name: note for name, note in chip.notes.items() if not _only_unavailable(chip, name, note)}
+    out["metric_status"] = {name: note.status.value for name, note in notes.items()}
+    out["metric_notes"] = {name: note.reason for name, note in notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
     out["error_codes"] = [{"code": e.code, "text": e.meaning} for e in chip.errors]  # DESIGN §2.2
     out["lost_reason"] = chip.lost_reason
     # The judge's verdict (DESIGN §2.2): derived, so reading a snapshot back judges it again.
     out["judgement"] = {"level": judgement.level.value, "reasons": list(judgement.texts)}
     return out
+
+
+def _only_unavailable(chip: ChipSample, name: str, note: MetricNote) -> bool:
+    """Whether ``unavailable`` says all of the note: an unsupported driver-only metric that is null."""
+    return (
+        name in SHOWN_WHEN_REPORTED
+        and note.status is MetricStatus.UNSUPPORTED
+        and getattr(chip, name) is None
+    )
 
 
 def _process_dict(process: NpuProcess) -> Dict[str, Any]:

@@ -28,7 +28,6 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 from npuwatch.chip_source import ChipReading
 from npuwatch.model import (
     CHIP_METRICS,
-    METRIC_TITLES,
     ChipIdentity,
     ChipSample,
     Health,
@@ -362,21 +361,15 @@ TABLE_METRICS = frozenset(
 )
 
 
-def not_in_table_note(name: str) -> MetricNote:
-    """Why an npu-smi chip has no ``name``: the table never prints it, and the DCMI backend reads it."""
-    title = METRIC_TITLES[name]
-    if title[1:2].islower():  # "Voltage" → "voltage"; "AI Core", "HBM …" keep their capitals
-        title = title[0].lower() + title[1:]
-    return MetricNote(
-        MetricStatus.UNSUPPORTED,
-        f"npu-smi's table has no {title}: the DCMI backend reads it (--backend dcmi)",
-    )
-
-
+#: Why an npu-smi chip has none of the driver-only metrics: one reason for them all (it groups into
+#: one line wherever reasons are grouped, and a recording repeats it per chip and metric: short).
+NOT_IN_TABLE_NOTE = MetricNote(
+    MetricStatus.UNSUPPORTED, "not in npu-smi's table: the DCMI backend reads it (--backend dcmi)"
+)
 #: The note of every metric the table never prints, which every chip read from it starts with (live
 #: and replayed captures alike): one place, so a metric added to the metric table gets it too.
 NOT_IN_TABLE: Dict[str, MetricNote] = {
-    name: not_in_table_note(name) for name in CHIP_METRICS if name not in TABLE_METRICS
+    name: NOT_IN_TABLE_NOTE for name in CHIP_METRICS if name not in TABLE_METRICS
 }
 
 _ABSENT_COLUMN = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -92,13 +93,29 @@ def test_a_dcmi_snapshot_writes_every_new_metric_the_backend_and_the_dcmi_versio
     assert {name: chip[name] for name in NEW} == DCMI_VALUES
     assert [k for k in chip if k in CHIP_METRICS] == list(CHIP_METRICS)  # the schema's order
     assert chip["unavailable"] == {"cube_percent": NO_CUBE.reason}
-    assert chip["metric_status"] == {"cube_percent": "unsupported"}
+    # Said once: an unsupported driver-only metric's status is the default, its reason in unavailable.
+    assert chip["metric_status"] == {} and chip["metric_notes"] == {}
     assert chip["error_codes"] == [
         {"code": "80E01801", "text": "HBM multi-bit ECC error"},
         {"code": "80CB8009", "text": None},
     ]
     text = snapshot_json.dumps(dcmi_snapshot(), indent=None)
     assert '"aicore_freq_mhz":1300,' in text and '"voltage_v":0.85,' in text
+
+
+def test_a_driver_only_metric_that_failed_or_is_stale_keeps_its_status():
+    timeout = MetricNote(MetricStatus.TIMEOUT, "dcmi_get_device_frequency did not return within 2 s")
+    stale = MetricNote(MetricStatus.STALE, "dcmi timed out; showing the value from 2 s ago")
+    snapshot = dcmi_snapshot()
+    chip = snapshot.chips[0]
+    notes = {**chip.notes, "aicore_freq_mhz": timeout, "vector_percent": stale}
+    chip = replace(chip, aicore_freq_mhz=None, notes=notes)
+    snapshot = replace(snapshot, chips=(chip,))
+    doc = snapshot_json.to_dict(snapshot)["chips"][0]
+    assert doc["metric_status"] == {"aicore_freq_mhz": "timeout", "vector_percent": "stale"}
+    assert doc["unavailable"] == {"aicore_freq_mhz": timeout.reason, "cube_percent": NO_CUBE.reason}
+    assert doc["vector_percent"] == 45 and doc["metric_notes"]["vector_percent"] == stale.reason
+    assert snapshot_json.from_dict(json.loads(snapshot_json.dumps(snapshot))) == snapshot
 
 
 def test_a_fallback_says_why_in_backend_note():
@@ -129,7 +146,8 @@ def test_an_npu_smi_snapshot_has_each_new_metric_null_with_the_dcmi_reason():
         for name in NEW:
             assert chip[name] is None
             assert chip["unavailable"][name] == NOT_IN_TABLE[name].reason
-            assert chip["metric_status"][name] == "unsupported"
+            assert name not in chip["metric_status"] and name not in chip["metric_notes"]
+        assert chip["metric_status"]["npu_util_percent"] == "unsupported"  # the old metrics as before
     assert snapshot_json.from_dict(json.loads(snapshot_json.dumps(snapshot))) == snapshot
 
 

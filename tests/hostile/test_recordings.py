@@ -139,10 +139,10 @@ def test_an_over_long_line_is_skipped_and_named(tmp_path: Path, monkeypatch: pyt
 def test_reading_stops_past_the_decompressed_limit_keeping_what_was_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recording, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    monkeypatch.setattr(recording, "MAX_DECOMPRESSED_BYTES", 2 << 20)
     path = tmp_path / "big.ndjson.gz"
     with RecordingWriter(path) as writer:
-        for i in range(300):  # ~8.8 KB each: 2.6 MB decompressed
+        for i in range(300):  # ~20 KB each (8 chips, 22 metrics): 6 MB decompressed
             writer.write_encoded(writer.encode(snapshot_json.from_dict(json.loads(good_line(i)))))
     rec = read_recording(path)
     assert 50 < len(rec.snapshots) < 300
