@@ -100,11 +100,58 @@ def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[st
                 f"--demo {machine.scenario} simulates npu-smi and sysfs, not the Ascend runtime: "
                 "nothing to self-test"
             )
-        chips = live_source(machine, backend, timeout_s)
+        absent = no_dcmi_library(machine) if backend == "auto" else None
+        chips = live_source(machine, "npu-smi" if absent else backend, timeout_s)
         try:
-            return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime)
+            return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime, backend_note=absent)
         finally:
             _close(chips)
+
+
+#: Where the driver package puts libdcmi.so under the machine's root (driver-interfaces.md §6.1),
+#: as ``npuwatch.probes.dcmi.library.INSTALLED_PATHS`` (not imported: it loads ctypes).
+DCMI_INSTALLED = ("usr/local/Ascend/driver/lib64/driver/libdcmi.so", "usr/local/dcmi/libdcmi.so")
+#: The folders ``dlopen`` searches after LD_LIBRARY_PATH and ld.so.cache (ld.so(8)), with multiarch.
+_LOADER_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+
+
+def no_dcmi_library(machine: MachineHandle) -> Optional[str]:
+    """Why ``auto`` need not start DCMI's worker here: no libdcmi.so can load (none where the driver
+    puts it, none on the loader path); ``None`` when one may.  Costs a few ``stat`` calls, where a
+    worker that finds nothing costs a Python start: a check every few seconds in a container
+    without /usr/local/dcmi must not pay it."""
+    if machine.dcmi_library:
+        return None
+    root = machine.sysroot
+    if any(root.exists(f"/{path}") for path in DCMI_INSTALLED):
+        return None
+    looked = ", ".join(f"/{path}" for path in DCMI_INSTALLED)
+    if root.is_live:
+        if _on_loader_path(machine.environ):
+            return None
+        looked += " and the loader path"
+    return f"dcmi: libdcmi.so not found (looked in {looked}): read through npu-smi"
+
+
+def _on_loader_path(environ: Mapping[str, str]) -> bool:
+    """Whether ``dlopen("libdcmi.so")`` could find it: LD_LIBRARY_PATH, ld.so.cache, the default folders."""
+    name = "libdcmi.so"
+    folders = [folder for folder in environ.get("LD_LIBRARY_PATH", "").split(":") if folder]
+    for base in _LOADER_FOLDERS:
+        folders.append(base)
+        try:
+            folders += [
+                os.path.join(base, entry) for entry in os.listdir(base) if entry.endswith("-linux-gnu")
+            ]
+        except OSError:
+            continue
+    if any(os.path.exists(os.path.join(folder, name)) for folder in folders):
+        return True
+    try:
+        with open("/etc/ld.so.cache", "rb") as cache:
+            return name.encode() in cache.read()
+    except OSError:
+        return False
 
 
 def live_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
@@ -140,6 +187,7 @@ def _judge(
     chips: ChipSource,
     *,
     selftest_skip: Optional[str] = None,
+    backend_note: Optional[str] = None,
 ) -> HealthVerdict:
     devices: Optional[Collection[int]] = getattr(args, "devices", None)
     return check_health(
@@ -149,6 +197,7 @@ def _judge(
         max_temp_c=getattr(args, "max_temp", None),
         selftest=bool(getattr(args, "selftest", False)),
         selftest_skip=selftest_skip,
+        backend_note=backend_note,
     )
 
 

@@ -65,6 +65,7 @@ def check_health(
     max_temp_c: Optional[float] = None,
     selftest: bool = False,
     selftest_skip: Optional[str] = None,
+    backend_note: Optional[str] = None,
 ) -> HealthVerdict:
     """Judge the machine seen through ``sysroot`` and the chip ``source``; never raises for its problems.
 
@@ -73,7 +74,8 @@ def check_health(
     skips the device nodes (a replayed capture has none).  ``devices`` limits the chips to these
     NPU IDs; ``max_temp_c`` replaces every model's critical limit (the judge's table).
     ``selftest`` runs a quick self-test once everything else is healthy (``selftest_skip``: why it
-    cannot run here, e.g. on a simulated machine).
+    cannot run here, e.g. on a simulated machine).  ``backend_note``: why ``source`` is not the
+    backend chosen, when the caller decided it (the reading's own note wins).
     """
     started = time.monotonic()
     problems: List[Problem] = []
@@ -108,7 +110,7 @@ def check_health(
         duration_s=time.monotonic() - started,
         notes=tuple(notes),
         backend=backend,
-        backend_note=outcome.note,
+        backend_note=outcome.note or backend_note,
     )
 
 

@@ -185,3 +185,74 @@ def test_the_npu_smi_backend_loads_nothing_of_dcmi(tmp_path):
     dcmi = ("npuwatch.probes.dcmi", "npuwatch.fallback_source", "ctypes")
     argv = ["check", "--root", str(builder.root), "--backend", "npu-smi"]
     assert loaded(argv, dcmi) == "0 []"
+
+
+# --- auto on a machine without libdcmi.so: no worker to learn it ---------------------------------
+
+
+@pytest.fixture
+def spawned_workers(monkeypatch) -> List[List[str]]:
+    """The argv of every DCMI worker process started."""
+    started: List[List[str]] = []
+    original = subprocess.Popen
+
+    def spy(argv, *args, **kwargs):
+        if any(WORKER in str(part) for part in argv):
+            started.append(list(argv))
+        return original(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    return started
+
+
+def test_auto_without_any_libdcmi_starts_no_worker_and_says_so(capsys, spawned_workers):
+    code, doc = check_json(capsys, "--demo", "dcmi-missing", "--backend", "auto")
+    assert code == 0
+    assert spawned_workers == []
+    assert doc["backend"] == "npu-smi"
+    assert doc["backend_note"] == (
+        "dcmi: libdcmi.so not found (looked in /usr/local/Ascend/driver/lib64/driver/libdcmi.so, "
+        "/usr/local/dcmi/libdcmi.so): read through npu-smi"
+    )
+
+
+def test_auto_with_a_libdcmi_starts_its_worker(capsys, spawned_workers):
+    code, doc = check_json(capsys, "--demo", "910b-training", "--backend", "auto")
+    assert code == 0
+    assert len(spawned_workers) == 1
+    assert doc["backend"] == "dcmi"
+
+
+def test_an_explicit_dcmi_backend_always_asks_the_worker(capsys, spawned_workers):
+    code, doc = check_json(capsys, "--demo", "dcmi-missing", "--backend", "dcmi")
+    assert code == 1
+    assert len(spawned_workers) >= 1
+    assert doc["problems"][0]["message"].startswith("libdcmi.so not found")
+
+
+def test_the_driver_s_folders_are_the_loader_s():
+    from npuwatch.check_command import DCMI_INSTALLED
+    from npuwatch.probes.dcmi import library
+
+    assert DCMI_INSTALLED == library.INSTALLED_PATHS
+
+
+def test_a_libdcmi_on_ld_library_path_may_load(tmp_path):
+    from npuwatch.check_command import no_dcmi_library
+    from npuwatch.feeds import MachineHandle
+    from npuwatch.probes.sysroot import Sysroot
+
+    (tmp_path / "libdcmi.so").write_bytes(b"")
+    environ = {"LD_LIBRARY_PATH": f"/nonexistent:{tmp_path}"}
+    assert no_dcmi_library(MachineHandle(Sysroot("/", environ=environ), None, environ)) is None
+
+
+def test_a_tree_with_the_driver_s_libdcmi_may_load(tmp_path):
+    from npuwatch.check_command import no_dcmi_library
+    from npuwatch.feeds import MachineHandle
+    from npuwatch.probes.sysroot_builder import SysrootBuilder
+
+    builder = SysrootBuilder(tmp_path)
+    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, {})) is not None
+    builder.install_library("/usr/local/Ascend/driver/lib64/driver/libdcmi.so")
+    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, {})) is None
