@@ -9,6 +9,8 @@ from npuwatch.probes.simulator.scenarios import (
     EVALUATION,
     INFERENCE,
     ChipSpec,
+    DcmiFault,
+    DcmiSpec,
     HealthOverride,
     Layout,
     NpuSmiMode,
@@ -114,6 +116,42 @@ def _inference(chips: Tuple[ChipSpec, ...]) -> Tuple[ProcessSpec, ...]:
 
 _LEAD_IN_S = 35.0  # training warm-up is 40 s (scenarios.TRAINING)
 
+#: No driver (or no device nodes): DCMI initialisation fails as npu-smi does (capture 035).
+_DCMI_INIT_8005 = DcmiSpec(faults=(DcmiFault("dcmi_init", code=-8005),))
+#: A wedged driver hangs DCMI as it hangs npu-smi: the first call that reaches the device.
+_DCMI_WEDGED = DcmiSpec(faults=(DcmiFault("dcmi_get_card_list", hang_s=0),))
+
+
+def _dcmi_scenarios(chips: Tuple[ChipSpec, ...], pci: Tuple[PciSpec, ...]) -> List[Scenario]:
+    """8 × 910B3 training nodes whose npu-smi works but whose DCMI library does not."""
+    procs = _training(chips)
+    cases = (
+        (
+            "dcmi-hang",
+            "8 × 910B3 whose DCMI reads hang (npuwatch must time out and use npu-smi)",
+            DcmiSpec(faults=(DcmiFault("dcmi_get_device_temperature", hang_s=0),)),
+        ),
+        (
+            "dcmi-crash",
+            "8 × 910B3 whose libdcmi.so segfaults reading power: npu-smi still works",
+            DcmiSpec(faults=(DcmiFault("dcmi_get_device_power_info", crash=True),)),
+        ),
+        (
+            "dcmi-permission",
+            "8 × 910B3, user not in HwHiAiUser: DCMI init fails -8002, npu-smi works",
+            DcmiSpec(faults=(DcmiFault("dcmi_init", code=-8002),)),
+        ),
+        (
+            "dcmi-missing",
+            "8 × 910B3 without libdcmi.so (a container without /usr/local/dcmi): npu-smi only",
+            DcmiSpec(present=False),
+        ),
+    )
+    return [
+        Scenario(name, description, Layout.A2, chips, pci, procs, lead_in_s=_LEAD_IN_S, dcmi=dcmi)
+        for name, description, dcmi in cases
+    ]  # fmt: skip
+
 
 def _scenarios() -> Dict[str, Scenario]:
     a2_chips, a2_pci = atlas_a2()
@@ -134,7 +172,9 @@ def _scenarios() -> Dict[str, Scenario]:
         replace(p, current_width=8, current_speed="16.0 GT/s PCIe") if i == 5 else p
         for i, p in enumerate(a2_pci)
     )
-    alarm = HealthOverride("Alarm", "80E01801", "HBM multi-bit ECC error")
+    # The multi-bit error that raised the alarm, after a few corrected single-bit ones; the page
+    # holding it was isolated.
+    alarm = HealthOverride("Alarm", "80E01801", "HBM multi-bit ECC error", 3, 1, 1)
     found = [
         training,
         Scenario(
@@ -150,17 +190,17 @@ def _scenarios() -> Dict[str, Scenario]:
         Scenario(
             "no-driver", "PCI functions present but no driver bound, no /dev/davinci nodes",
             Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.ERROR, error_text=DCMI_8005,
-            davinci_ids=(), manager_nodes=False, driver_bound=False,
+            davinci_ids=(), manager_nodes=False, driver_bound=False, dcmi=_DCMI_INIT_8005,
         ),
         Scenario(
             "container-missing-nodes",
             "container with davinci0-7 but no davinci_manager/devmm_svm/hisi_hdc: DCMI -8005",
             Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.ERROR, error_text=DCMI_8005,
-            manager_nodes=False, container="docker", host_pid_namespace=False,
+            manager_nodes=False, container="docker", host_pid_namespace=False, dcmi=_DCMI_INIT_8005,
         ),
         Scenario(
             "npu-smi-hang", "8 × 910B3 whose npu-smi never answers (the product must time out)",
-            Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.HANG,
+            Layout.A2, a2_chips, a2_pci, npu_smi_mode=NpuSmiMode.HANG, dcmi=_DCMI_WEDGED,
         ),
         Scenario(
             "chip-alarm", "8 × 910B3 training on 7 chips; NPU 3 in Alarm with an error code",
@@ -186,6 +226,7 @@ def _scenarios() -> Dict[str, Scenario]:
             Layout.A2_WIDE, a2_chips, a2_pci, _training(a2_chips), lead_in_s=_LEAD_IN_S,
             versions=Versions("26.1.0", "26.1.0", "7.8.0.6.201", "8.5.0", "2.8.0", "2.8.0.post2"),
         ),
+        *_dcmi_scenarios(a2_chips, a2_pci),
     ]  # fmt: skip
     return {s.name: s for s in found}
 

@@ -9,10 +9,10 @@ table every call.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-from npuwatch.probes.simulator.scenarios import ChipSpec, LoadProfile, ProcessSpec, Scenario
+from npuwatch.probes.simulator.scenarios import ChipSpec, Layout, LoadProfile, ProcessSpec, Scenario
 
 #: Temperature lags power: the average load over this window, sampled at a few points.
 THERMAL_WINDOW_S = 30.0
@@ -23,7 +23,12 @@ _HEATING_C = 26.0  # full load for the whole window warms a chip this much above
 
 @dataclass(frozen=True)
 class ChipReading:
-    """One chip's values at one instant; ``power_w`` is None where npu-smi prints `-`/`NA`."""
+    """One chip's values at one instant; ``power_w`` is None where npu-smi prints `-`/`NA`.
+
+    The fields after ``hugepages_used`` are what DCMI reads beyond npu-smi's table (issue 16);
+    each is the same number the fake npu-smi prints in ``-t usages|common|memory`` where it
+    prints one, and ``None`` where the chip has no such unit.
+    """
 
     spec: ChipSpec
     health: str
@@ -33,6 +38,19 @@ class ChipReading:
     hbm_used_mib: int
     memory_used_mib: int
     hugepages_used: int
+    aicore_freq_mhz: int = 0
+    aicore_rated_freq_mhz: int = 0
+    vector_percent: int = 0
+    cube_percent: Optional[int] = None  # 950 only (DCMI utilisation type 14)
+    aicpu_percent: int = 0
+    ctrlcpu_percent: int = 0
+    hbm_bandwidth_percent: Optional[int] = None  # HBM chips
+    ddr_bandwidth_percent: Optional[int] = None  # DDR chips (310P)
+    hbm_temperature_c: Optional[int] = None  # HBM chips
+    voltage_v: float = 0.0
+    ecc_single_bit_errors: int = 0
+    ecc_double_bit_errors: int = 0
+    ecc_isolated_pages: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,8 @@ class MachineState:
     elapsed_s: float
     chips: Tuple[ChipReading, ...]
     processes: Tuple[ProcessReading, ...]
+    #: (NPU ID, W) of cards whose power only the board reports (310P: ``dcmi_mcu_get_power_info``).
+    board_power_w: Tuple[Tuple[int, float], ...] = ()
 
 
 def noise(seed: int, *keys: float) -> float:
@@ -144,6 +164,84 @@ def chip_load_percent(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed
     return min(100.0, max(0.0, load))
 
 
+#: AI Core frequencies (MHz): the rated one npu-smi prints as ``Aicore Freq`` (capture 031, a real
+#: 910B1: 1800; 061, a 310P: 1080) and the current one (``Aicore curFreq``: 800 at idle in 031).
+#: The fake npu-smi's ``-t common`` prints the same numbers (render_kv._common).  A3 and 950 reuse
+#: the 910B's 1800: our demo value, not a measured one.
+_RATED_HBM_MHZ = 1800
+_RATED_DDR_MHZ = 1080
+_IDLE_MHZ = 800
+_BUSY_DDR_MHZ = 960
+#: Core voltage (V) at idle and its rise at full load: our demo values (DCMI reports 0.01 V units).
+_VOLTAGE_IDLE_V = 0.80
+_VOLTAGE_SPAN_V = 0.10
+#: A 310P Duo card's board power (W) at idle and its rise at full load: our demo values (npu-smi
+#: prints `NA` for the chips; DCMI reports the board through the card's MCU).
+_BOARD_IDLE_W = 28.0
+_BOARD_SPAN_W = 120.0
+
+
+def rated_aicore_mhz(chip: ChipSpec) -> int:
+    """The chip's rated AI Core frequency (DCMI frequency type 9, npu-smi ``Aicore Freq``)."""
+    return _RATED_HBM_MHZ if chip.hbm_total_mib else _RATED_DDR_MHZ
+
+
+def current_aicore_mhz(chip: ChipSpec, load: float) -> int:
+    """The current AI Core frequency (type 7, ``Aicore curFreq``): rated when busy, 800 when idle."""
+    if int(load) <= 0:
+        return _IDLE_MHZ
+    return _RATED_HBM_MHZ if chip.hbm_total_mib else _BUSY_DDR_MHZ
+
+
+def aicore_count(chip: ChipSpec) -> int:
+    """AI Cores of the chip (``Aicore Count``): 20 on a 910B3, 24 on other HBM parts, 8 on a 310P."""
+    if not chip.hbm_total_mib:
+        return 8
+    return 20 if "B3" in chip.name else 24
+
+
+def _with_units(scenario: Scenario, base: ChipReading, load: float) -> ChipReading:
+    """``base`` (npu-smi's table values) plus the other units' values: the same numbers the fake
+    npu-smi prints in ``-t usages``, ``common`` and ``memory`` wherever it prints one."""
+    chip = base.spec
+    hbm = bool(chip.hbm_total_mib)
+    aicore = base.aicore_percent
+    override = scenario.health_of(chip.npu_id, chip.chip_id)
+    return replace(
+        base,
+        aicore_freq_mhz=current_aicore_mhz(chip, load),
+        aicore_rated_freq_mhz=rated_aicore_mhz(chip),
+        vector_percent=max(0, aicore - 12) if hbm else aicore // 3,
+        cube_percent=aicore if scenario.layout is Layout.A5 else None,
+        aicpu_percent=1 if aicore else 0,
+        ctrlcpu_percent=3 + aicore // 20,
+        hbm_bandwidth_percent=aicore * 2 // 3 if hbm else None,
+        ddr_bandwidth_percent=None if hbm else aicore // 4,
+        hbm_temperature_c=base.temperature_c - 2 if hbm else None,
+        voltage_v=round(_VOLTAGE_IDLE_V + _VOLTAGE_SPAN_V * load / 100.0, 2),
+        ecc_single_bit_errors=override.ecc_single_bit_errors if override else 0,
+        ecc_double_bit_errors=override.ecc_double_bit_errors if override else 0,
+        ecc_isolated_pages=override.ecc_isolated_pages if override else 0,
+    )
+
+
+def _board_power(
+    scenario: Scenario, loads: Dict[Tuple[int, int], float], seed: int, elapsed_s: float
+) -> Tuple[Tuple[int, float], ...]:
+    """Board power of each 310P card (its chips show none): idle plus a share of the mean load."""
+    if scenario.layout is not Layout.P310:
+        return ()
+    found = []
+    for npu_id in scenario.npu_ids:
+        chips = [c for c in scenario.chips if c.npu_id == npu_id]
+        if any(c.power_shown for c in chips):
+            continue
+        mean = sum(loads[(c.npu_id, c.chip_id)] for c in chips) / len(chips)
+        jitter = noise(seed, npu_id, elapsed_s, 11)
+        found.append((npu_id, round(_BOARD_IDLE_W + _BOARD_SPAN_W * mean / 100.0 + 2.0 * jitter, 1)))
+    return tuple(found)
+
+
 def _power_w(chip: ChipSpec, load: float, jitter: float) -> float:
     span = chip.max_power_w - chip.idle_power_w
     fraction = min(1.0, load / 100.0 * 0.94 + 0.04 * jitter)
@@ -172,23 +270,24 @@ def machine_state(scenario: Scenario, elapsed_s: float, seed: int = 0) -> Machin
         held[key] = held.get(key, 0) + memory
         procs.append(ProcessReading(process, memory, process_cpu_percent(process, elapsed_s, seed)))
     chips: List[ChipReading] = []
+    loads: Dict[Tuple[int, int], float] = {}
     for chip in scenario.chips:
         key = (chip.npu_id, chip.chip_id)
-        load = chip_load_percent(scenario, chip, elapsed_s, seed)
+        load = loads[key] = chip_load_percent(scenario, chip, elapsed_s, seed)
         jitter = noise(seed, chip.phy_id, elapsed_s, 3)
         override = scenario.health_of(*key)
         hbm = chip.hbm_baseline_mib + held.get(key, 0) if chip.hbm_total_mib else 0
         memory = chip.memory_baseline_mib + (0 if chip.hbm_total_mib else held.get(key, 0))
-        chips.append(
-            ChipReading(
-                spec=chip,
-                health=override.health if override is not None else "OK",
-                power_w=_power_w(chip, load, jitter) if chip.power_shown else None,
-                temperature_c=_temperature_c(scenario, chip, elapsed_s, seed),
-                aicore_percent=int(load),
-                hbm_used_mib=min(hbm, chip.hbm_total_mib),
-                memory_used_mib=min(memory, chip.memory_total_mib),
-                hugepages_used=chip.hugepages_total,
-            )
+        base = ChipReading(
+            spec=chip,
+            health=override.health if override is not None else "OK",
+            power_w=_power_w(chip, load, jitter) if chip.power_shown else None,
+            temperature_c=_temperature_c(scenario, chip, elapsed_s, seed),
+            aicore_percent=int(load),
+            hbm_used_mib=min(hbm, chip.hbm_total_mib),
+            memory_used_mib=min(memory, chip.memory_total_mib),
+            hugepages_used=chip.hugepages_total,
         )
-    return MachineState(scenario, elapsed_s, tuple(chips), tuple(procs))
+        chips.append(_with_units(scenario, base, load))
+    board = _board_power(scenario, loads, seed, elapsed_s)
+    return MachineState(scenario, elapsed_s, tuple(chips), tuple(procs), board)

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, Optional, Tuple, Type, Union
 
 from npuwatch.model import ProcessHostInfo
+from npuwatch.probes.dcmi.fake.install import install as install_fake_dcmi
 from npuwatch.probes.host import FoundProcess
 from npuwatch.probes.simulator.catalog import get_scenario, list_scenarios
 from npuwatch.probes.simulator.default import DEFAULT_SCENARIO
@@ -169,6 +170,10 @@ class Simulation:
         self.npu_smi = builder.path(NPU_SMI_PATH)
         self.environ: Dict[str, str] = dict(builder.environ)
         self.process_lookup = SimulatedProcessLookup(scenario, started_at, seed)
+        #: The DCMI library to load (a path, ``python:<module>``), ``None`` when the machine has none.
+        self.dcmi_library: Optional[str] = None
+        #: What that library is: "fake libdcmi.so (C, built with cc)", the stand-in and why, or none.
+        self.dcmi_kind = "none"
         self._owns_root = owns_root
         self._temp_dir: Optional[Path] = root.parent if owns_root else None
 
@@ -202,11 +207,15 @@ class Simulation:
             directory = builder.path(NPU_SMI_PATH.parent)
             script = _SCRIPT.format(python=sys.executable, scenario=chosen.name, directory=str(directory))
             builder.install_executable(NPU_SMI_PATH, script)
+            dcmi = install_fake_dcmi(chosen, root, directory, begun, seed)
         except BaseException:
             if owns_root:
                 shutil.rmtree(root.parent, ignore_errors=True)
             raise
-        return cls(chosen, root, builder, seed, begun, owns_root)
+        simulation = cls(chosen, root, builder, seed, begun, owns_root)
+        simulation.dcmi_library, simulation.dcmi_kind = dcmi.library, dcmi.kind
+        simulation.environ.update(dcmi.environ)
+        return simulation
 
     def sysroot(self) -> Sysroot:
         """A ``Sysroot`` over the tree with the simulated machine's environment."""

@@ -89,6 +89,10 @@ class HealthOverride:
     health: str  # Warning, Alarm, Critical
     error_code: str
     error_info: str
+    #: HBM ECC counts DCMI reports for the chip (``dcmi_get_device_ecc_info``); 0 on healthy chips.
+    ecc_single_bit_errors: int = 0
+    ecc_double_bit_errors: int = 0
+    ecc_isolated_pages: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,36 @@ class Versions:
 
 
 @dataclass(frozen=True)
+class DcmiFault:
+    """One fault the fake ``libdcmi.so`` injects into a call (card/device ``-1``: any).
+
+    Exactly one of ``code`` (the call returns it), ``hang_s`` (the call sleeps that long, ``0``:
+    for ever) and ``crash`` (the call writes through NULL: a segfault) is set.
+    """
+
+    function: str  # a name of abi.PROTOTYPES, e.g. "dcmi_init", "dcmi_get_device_temperature"
+    card: int = -1
+    device: int = -1
+    code: Optional[int] = None
+    hang_s: Optional[float] = None
+    crash: bool = False
+
+
+@dataclass(frozen=True)
+class DcmiSpec:
+    """What the machine's DCMI library (the demo's fake ``libdcmi.so``) is like.
+
+    Card IDs are the scenario's NPU IDs (``Scenario.npu_ids``, not necessarily 0..N-1), chips
+    per card its chips; these are the differences a scenario can ask for.
+    """
+
+    present: bool = True  # False: no libdcmi.so on the machine at all (npu-smi only)
+    mcu: bool = True  # each card has an MCU unit (``mcu_id`` = the card's chip count)
+    faults: Tuple[DcmiFault, ...] = ()
+    omit: Tuple[str, ...] = ()  # functions the library lacks (a build variant)
+
+
+@dataclass(frozen=True)
 class Scenario:
     """A whole simulated machine: chips, PCI, /dev, install files, npu-smi and its workload."""
 
@@ -146,6 +180,7 @@ class Scenario:
     #: Seconds already on the demo clock when it starts, so a one-shot snapshot catches the
     #: job nearly warmed up while a live view still sees HBM finish growing.
     lead_in_s: float = 0.0
+    dcmi: DcmiSpec = DcmiSpec()
 
     def health_of(self, npu_id: int, chip_id: int) -> Optional[HealthOverride]:
         """The override for this chip, if it is not OK."""
