@@ -702,3 +702,318 @@ def test_an_impossible_v2_utilisation_is_a_failure():
     (tick,) = ticked(one_910b(hbm=None, memory_v3=None, memory_v2=(8192, 150)))
     assert tick.codes["memory_used_mib"] == tick.codes["memory_total_mib"] == INVALID_VALUE
     assert "memory_used_mib" not in tick.values
+
+
+# --- against the fake library of the demos: the C build (real ctypes path) and its Python twin -----
+
+STANDIN = "python:npuwatch.probes.dcmi.fake.standin"
+
+
+def _chip_state(card: int, dev: int, logic: int, phy: int, name: str, ints: Dict[str, int]) -> List[str]:
+    lines = [f"chip {card} {dev} {logic} {phy}"]
+    lines += [f"i {card} {dev} {key} {value}" for key, value in ints.items()]
+    texts = {"chip_type": "Ascend", "chip_name": name, "chip_ver": "V1", "npu_name": f"Ascend {name}"}
+    texts["product_type"] = "Atlas 800T A2"
+    lines += [f"s {card} {dev} {key} {text}" for key, text in texts.items()]
+    return lines
+
+
+def _910b(bus: int, **changes: Optional[int]) -> Dict[str, int]:
+    ints = {
+        "health": 0,
+        "temp": 45,
+        "power": 1624,
+        "voltage": 87,
+        "util.2": 30,
+        "util.3": 4,
+        "util.4": 7,
+        "util.6": 5,
+        "util.10": 99,  # never asked: hbm_info gives the bandwidth
+        "util.12": 25,
+        "util.13": 31,
+        "freq.7": 1650,
+        "freq.9": 1800,
+        "aicore_cnt": 20,
+        "hbm.total": 65536,
+        "hbm.used": 3432,
+        "hbm.freq": 1600,
+        "hbm.temp": 41,
+        "hbm.bw": 12,
+        "mem.total": 0,
+        "mem.avail": 0,
+        "mem.hpsize": 2048,
+        "mem.hptotal": 0,
+        "mem.hpfree": 0,
+        "mem.util": 0,
+        "board.board_id": 0x64,
+        "pci.vendor": 0x19E5,
+        "pci.device": 0xD802,
+        "pci.domain": 0,
+        "pci.bus": bus,
+        "pci.dev": 0,
+        "pci.func": 0,
+        "ecc.type": abi.ECC_HBM,
+        "ecc.enable": 1,
+        "ecc.single": 2,
+        "ecc.double": 0,
+        "ecc.iso_single": 1,
+        "ecc.iso_double": 1,
+    }
+    ints.update(
+        {f"die.1.{index}": word for index, word in enumerate((0x409921D4 + bus, 0x2140A100, 0, 7, 9))}
+    )
+    for key, value in changes.items():
+        key = key.replace("__", ".")
+        if value is None:
+            ints.pop(key, None)
+        else:
+            ints[key] = value
+    return ints
+
+
+def _310p(used_mib: int, **changes: Optional[int]) -> Dict[str, int]:
+    ints = _910b(0x3B, power=None, **{"util__10": None, "util__13": None, "util__6": None}, **changes)
+    for key in [key for key in ints if key.startswith("hbm.")]:
+        del ints[key]
+    ints.update({"mem.total": 21527, "mem.avail": 21527 - used_mib, "mem.hptotal": 10, "mem.hpfree": 4})
+    ints.update({"ecc.type": abi.ECC_DDR})
+    return ints
+
+
+@dataclass
+class FakeLibrary:
+    """The fake library as the loader is told to find it, with its call counters."""
+
+    spec: str
+    counters: object
+    state: object
+
+    def calls_on(self, function: str, card: int, device: int) -> int:
+        return int(self.counters.npuwatch_fake_calls_on(function.encode(), card, device))  # type: ignore[attr-defined]
+
+    def write(self, lines: Sequence[str]) -> None:
+        text = "\n".join(["s -1 -1 dcmi_version 24.1.rc2", "s -1 -1 driver_version 24.1.rc2", *lines]) + "\n"
+        self.state.write_text(text)  # type: ignore[attr-defined]
+        self.counters.npuwatch_fake_reset()  # type: ignore[attr-defined]
+
+    def reader(self) -> Reader:
+        from npuwatch.probes.dcmi.library import load_library
+
+        reader = Reader(load_library(self.spec))
+        assert reader.init() == 0
+        return reader
+
+
+@pytest.fixture(scope="module")
+def built_fakes(tmp_path_factory):
+    from npuwatch.probes.dcmi.fake import build
+
+    cache = tmp_path_factory.mktemp("fake-dcmi-cache")
+    full = build.build(cache_dir=cache)
+    if full.path is None:
+        from tests.conftest import need
+
+        need(False, f"the fake libdcmi.so cannot be built: {full.reason}")
+    lacking = build.build(omit=("dcmi_get_device_voltage",), cache_dir=cache)
+    assert lacking.path is not None, lacking.reason
+    return {"full": full.path, "no-voltage": lacking.path}
+
+
+@pytest.fixture(params=["c", "python"])
+def fake_library(request, tmp_path, monkeypatch):
+    state = tmp_path / "fake-dcmi.state"
+    monkeypatch.setenv("NPUWATCH_FAKE_DCMI_STATE", str(state))
+
+    def make(variant: str = "full") -> FakeLibrary:
+        if request.param == "python":
+            from npuwatch.probes.dcmi.fake import standin
+
+            return FakeLibrary(STANDIN, standin.load(), state)
+        path = request.getfixturevalue("built_fakes")[variant]
+        handle = ctypes.CDLL(str(path))
+        handle.npuwatch_fake_calls_on.restype = ctypes.c_longlong
+        handle.npuwatch_fake_calls_on.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        return FakeLibrary(str(path), handle, state)
+
+    return make
+
+
+def test_fake_910b_reads_every_value_and_fact(fake_library):
+    fake = fake_library()
+    fake.write(
+        [
+            "card 0 1 1 -1 -1",
+            *_chip_state(0, 0, 0, 0, "910B3", _910b(0xC1)),
+            "proc 0 0 4242 2147483648",
+            "err 0 0 0x80E01801 HBM multi-bit ECC error",
+        ]
+    )
+    reader = fake.reader()
+    inventory = reader.inventory()
+    assert (inventory.dcmi_version, inventory.driver_version) == ("24.1.rc2", "24.1.rc2")
+    (facts,) = inventory.chips
+    assert facts.ref == ChipRef(0, 0, 0, 0)
+    assert (facts.chip_name, facts.chip_type, facts.chip_version, facts.npu_name) == (
+        "910B3",
+        "Ascend",
+        "V1",
+        "Ascend 910B3",
+    )
+    assert (facts.aicore_count, facts.aicore_rated_freq_mhz, facts.board_id) == (20, 1800, 0x64)
+    assert (facts.bus_id, facts.pci_device_id) == ("0000:c1:00.0", 0xD802)
+    assert facts.vdie_id == "40992295-2140A100-00000000-00000007-00000009"
+    assert facts.product_type == "Atlas 800T A2"
+    assert facts.codes == {}
+    (tick,) = reader.tick(inventory.chips)
+    assert tick.health == 0
+    assert dict(tick.values) == {
+        "temperature_c": 45,
+        "power_w": 162.4,
+        "aicore_percent": 30,
+        "npu_util_percent": 31,
+        "vector_percent": 25,
+        "aicpu_percent": 4,
+        "ctrlcpu_percent": 7,
+        "hbm_used_mib": 3432,
+        "hbm_total_mib": 65536,
+        "hbm_temperature_c": 41,
+        "hbm_bandwidth_percent": 12,
+        "memory_used_mib": 0,
+        "memory_total_mib": 0,
+        "hugepages_used": 0,
+        "hugepages_total": 0,
+        "aicore_freq_mhz": 1650,
+        "voltage_v": 0.87,
+        "ecc_single_bit_errors": 2,
+        "ecc_double_bit_errors": 0,
+        "ecc_isolated_pages": 2,
+    }
+    assert dict(tick.codes) == {"cube_percent": NOT_SUPPORT}
+    assert tick.processes == (ProcessRecord(4242, 2147483648),)
+    assert tick.error_codes == (ErrorCodeRecord(0x80E01801, "HBM multi-bit ECC error"),)
+    assert fake.calls_on("dcmi_get_device_utilization_rate", 0, 0) == 6  # 2, 13, 12, 14, 3, 4: never 10
+
+
+def test_fake_a3_chip_1_power_unsupported_and_no_mcu_call(fake_library):
+    fake = fake_library()
+    fake.write(
+        [
+            "card 0 2 2 -1 -1",
+            *_chip_state(0, 0, 0, 0, "Ascend910", _910b(0x9D)),
+            *_chip_state(0, 1, 1, 1, "Ascend910", _910b(0x9E, power=None, temp=47)),
+            "i 0 -1 mcu_power 999",
+        ]
+    )
+    reader = fake.reader()
+    chips = reader.inventory().chips
+    assert [facts.ref for facts in chips] == [ChipRef(0, 0, 0, 0), ChipRef(0, 1, 1, 1)]
+    for _ in range(3):
+        first, second = reader.tick(chips)
+    assert (first.values["power_w"], first.board_power) == (162.4, False)
+    assert second.codes["power_w"] == NOT_SUPPORT
+    assert "power_w" not in second.values
+    assert second.values["temperature_c"] == 47
+    assert fake.calls_on("dcmi_get_device_power_info", 0, 1) == 1  # sticky: asked once in 3 ticks
+    assert fake.calls_on("dcmi_mcu_get_power_info", 0, -1) == 0
+
+
+def test_fake_310p_duo_cards_2_and_5_board_power_ddr_and_the_mcu_skipped(fake_library):
+    fake = fake_library()
+    fake.write(
+        [
+            "card 2 2 2 2 -1",  # the MCU's ID (2) is outside the chips' 0..1
+            "card 5 3 3 1 -1",  # the MCU listed among the devices, at 1
+            *_chip_state(2, 0, 0, 0, "310P3", _310p(2000)),
+            *_chip_state(2, 1, 1, 1, "310P3", _310p(1500)),
+            *_chip_state(5, 0, 2, 2, "310P3", _310p(1000)),
+            *_chip_state(5, 2, 3, 3, "310P3", _310p(500)),
+            "i 2 -1 mcu_power 723",
+            "i 5 -1 mcu_power 650",
+        ]
+    )
+    reader = fake.reader()
+    inventory = reader.inventory()
+    assert [(f.ref.card_id, f.ref.device_id, f.ref.logic_id) for f in inventory.chips] == [
+        (2, 0, 0),
+        (2, 1, 1),
+        (5, 0, 2),
+        (5, 2, 3),
+    ]
+    assert inventory.skipped_units == 2
+    ticks = reader.tick(inventory.chips)
+    assert [(t.values.get("power_w"), t.board_power) for t in ticks] == [
+        (72.3, True),
+        (None, False),
+        (65.0, True),
+        (None, False),
+    ]
+    assert ticks[1].codes["power_w"] == NOT_SUPPORT
+    assert [t.values["memory_used_mib"] for t in ticks] == [2000, 1500, 1000, 500]
+    assert {t.values["memory_total_mib"] for t in ticks} == {21527}
+    assert (ticks[0].values["hugepages_used"], ticks[0].values["hugepages_total"]) == (6, 10)
+    for name in ("hbm_used_mib", "hbm_total_mib", "hbm_temperature_c", "hbm_bandwidth_percent"):
+        assert ticks[0].codes[name] == NOT_SUPPORT
+    assert ticks[0].codes["ecc_single_bit_errors"] == NOT_SUPPORT  # a DDR-ECC chip has no HBM ECC
+    assert fake.calls_on("dcmi_get_device_temperature", 5, 1) == 0  # the MCU is never read
+
+
+def test_fake_950_npu_and_cube_utilisation(fake_library):
+    fake = fake_library()
+    fake.write(
+        ["card 0 1 1 -1 -1", *_chip_state(0, 0, 0, 0, "Ascend950DT", _910b(0x01, util__13=55, util__14=70))]
+    )
+    reader = fake.reader()
+    (tick,) = reader.tick(reader.inventory().chips)
+    assert (tick.values["npu_util_percent"], tick.values["cube_percent"]) == (55, 70)
+    assert tick.codes == {}
+
+
+def test_fake_without_a_symbol_turns_that_capability_off(fake_library):
+    fake = fake_library("no-voltage")
+    fake.write(
+        ["omit dcmi_get_device_voltage", "card 0 1 1 -1 -1", *_chip_state(0, 0, 0, 0, "910B3", _910b(1))]
+    )
+    reader = fake.reader()
+    assert not reader.library.has("dcmi_get_device_voltage")  # type: ignore[attr-defined]
+    (tick,) = reader.tick(reader.inventory().chips)
+    assert tick.codes == {"voltage_v": SYMBOL_MISSING, "cube_percent": NOT_SUPPORT}
+    assert tick.values["temperature_c"] == 45
+
+
+def test_fake_sticky_and_transient_codes_by_call_count(fake_library):
+    fake = fake_library()
+    fake.write(
+        [
+            "card 0 1 1 -1 -1",
+            *_chip_state(0, 0, 0, 0, "910B3", _910b(1)),
+            "rc dcmi_get_device_ecc_info 0 0 -8255",
+            "rc dcmi_get_device_temperature 0 0 -8012",
+            "rc dcmi_get_device_power_info 0 0 -8005",
+        ]
+    )
+    reader = fake.reader()
+    chips = reader.inventory().chips
+    for _ in range(8):
+        (tick,) = reader.tick(chips)
+    assert tick.codes["ecc_single_bit_errors"] == NOT_SUPPORT
+    assert tick.codes["temperature_c"] == abi.NOT_READY
+    assert tick.codes["power_w"] == abi.INNER_ERR
+    assert fake.calls_on("dcmi_get_device_ecc_info", 0, 0) == 1
+    assert fake.calls_on("dcmi_get_device_temperature", 0, 0) == 4  # ticks 1, 2, 4, 8
+    assert fake.calls_on("dcmi_get_device_power_info", 0, 0) == 8
+
+
+def test_fake_non_contiguous_cards_are_asked_by_their_own_ids(fake_library):
+    fake = fake_library()
+    fake.write(
+        [
+            "card 4 1 1 -1 -1",
+            "card 9 1 1 -1 -1",
+            *_chip_state(4, 0, 0, 0, "910B3", _910b(1)),
+            *_chip_state(9, 0, 1, 1, "910B3", _910b(2, temp=50)),
+        ]
+    )
+    reader = fake.reader()
+    ticks = reader.tick(reader.inventory().chips)
+    assert [(t.ref.card_id, t.values["temperature_c"]) for t in ticks] == [(4, 45), (9, 50)]
+    assert fake.calls_on("dcmi_get_device_temperature", 0, 0) == 0
