@@ -272,10 +272,11 @@ def test_devices_with_the_alarmed_chip_are_unhealthy(capsys):
     assert the_line(out).startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801) — 1/2 chips OK")
 
 
-def test_a_device_npu_smi_does_not_list_is_unhealthy(capsys):
-    code, out, _ = check(capsys, "--demo", "310p-duo", "--devices", "2,3")
+@pytest.mark.parametrize(("backend", "lister"), [("npu-smi", "npu-smi"), ("dcmi", "DCMI")])
+def test_a_device_the_source_does_not_list_is_unhealthy(capsys, backend, lister):
+    code, out, _ = check(capsys, "--demo", "310p-duo", "--devices", "2,3", "--backend", backend)
     assert code == 1
-    assert the_line(out).startswith("unhealthy: NPU 3 not listed by npu-smi (it lists 2,5) — 2/2 chips OK")
+    assert the_line(out).startswith(f"unhealthy: NPU 3 not listed by {lister} (it lists 2,5) — 2/2 chips OK")
 
 
 # --- npu-smi missing, broken, or printing garbage ---------------------------------------------------
