@@ -75,14 +75,30 @@ class ChipSource(Protocol):
     ``label`` is the Snapshot's ``source`` (``npu-smi``, ``demo:<scenario>``, ``replay:<file>``).
     """
 
-    probe_name: str
-    label: str
-    #: ``chip_details`` answers (else it returns ``None``).
-    provides_details: bool
-    #: Readings carry the processes on the chips (``ChipReading.process_table``).
-    provides_processes: bool
-    #: Chips carry their logic IDs (``ChipIdentity.logic_id``), the runtime's device numbers.
-    provides_logic_ids: bool
+    @property
+    def probe_name(self) -> str:
+        """The name of the source's ProbeReport (``npu-smi``, ``dcmi``)."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """The Snapshot's ``source``."""
+        ...
+
+    @property
+    def provides_details(self) -> bool:
+        """``chip_details`` answers (else it returns ``None``)."""
+        ...
+
+    @property
+    def provides_processes(self) -> bool:
+        """Readings carry the processes on the chips (``ChipReading.process_table``)."""
+        ...
+
+    @property
+    def provides_logic_ids(self) -> bool:
+        """Chips carry their logic IDs (``ChipIdentity.logic_id``), the runtime's device numbers."""
+        ...
 
     def read(self) -> SourceReading:
         """Read the chips once; never raises for an environment problem."""

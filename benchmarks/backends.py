@@ -1,0 +1,160 @@
+"""Measures the two chip backends side by side: DCMI (in-process library, one worker) and npu-smi.
+
+Run: python benchmarks/backends.py [--scenario a3] [--seconds 30] [--no-screen]
+
+For each backend, on the same demo (16 chips with ``a3``), at a 1 s interval:
+
+- **whole-tree CPU**: the CPU time of this process plus every child it started — the DCMI
+  worker (alive: read through psutil) and every ``npu-smi`` run (reaped: the kernel adds them to
+  this process's children times) — per tick and per minute;
+- **the tick's own cost**: CPU of the sampling thread per ``sample()`` (what npuwatch's own code
+  costs, without the children);
+- **first full screen**: the dashboard started in a detached tmux pane (200×50) until the pane
+  shows every chip with its values (``--no-screen`` skips it; it needs tmux).
+
+The demo's DCMI library is the fake one (C, built with cc; else the pure-Python stand-in), and
+its npu-smi is a Python script: both stand in for the driver's, so these are npuwatch's costs on
+the same simulated machine, not a real driver's.  Numbers are from this machine, this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import psutil
+
+from npuwatch.feeds import FeedOptions, open_feed
+
+BACKENDS = ("npu-smi", "dcmi")
+#: Issue 16: the DCMI backend's whole-tree CPU is at most a tenth of npu-smi's.
+TREE_RATIO_TARGET = 0.1
+#: Issue 16: the dashboard's first full screen in under half a second.
+FIRST_SCREEN_TARGET_S = 0.5
+
+
+@dataclass(frozen=True)
+class BackendFigures:
+    """One backend's cost over ``ticks`` ticks at 1 s."""
+
+    backend: str
+    ticks: int
+    tree_cpu_ms_per_tick: float  # this process + the worker + reaped npu-smi runs
+    own_cpu_ms_per_tick: float  # this process alone (all threads)
+    tick_cpu_ms: float  # the sampling thread per sample()
+    chips: int
+    read_by: str  # the snapshot's backend at the end (auto may have fallen back)
+
+
+def _tree_cpu_s(me: psutil.Process) -> float:
+    times = me.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in me.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += child_times.user + child_times.system
+    return total
+
+
+def _own_cpu_s(me: psutil.Process) -> float:
+    times = me.cpu_times()
+    return times.user + times.system
+
+
+def measure_backend(backend: str, scenario: str, seconds: float, warmup_ticks: int = 3) -> BackendFigures:
+    """Sample ``scenario`` through ``backend`` once a second for ``seconds`` and count the CPU."""
+    me = psutil.Process()
+    with open_feed(FeedOptions(demo=scenario, backend=backend, interval_s=1.0)) as feed:
+        for _ in range(warmup_ticks):
+            feed.sample()
+        tree_before, own_before = _tree_cpu_s(me), _own_cpu_s(me)
+        thread_s = 0.0
+        ticks = 0
+        started = time.monotonic()
+        snapshot = None
+        while time.monotonic() - started < seconds:
+            tick_started = time.monotonic()
+            thread_before = time.thread_time()
+            snapshot = feed.sample()
+            thread_s += time.thread_time() - thread_before
+            ticks += 1
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick_started)))
+        tree_s = _tree_cpu_s(me) - tree_before
+        own_s = _own_cpu_s(me) - own_before
+    assert snapshot is not None
+    return BackendFigures(
+        backend,
+        ticks,
+        1000 * tree_s / ticks,
+        1000 * own_s / ticks,
+        1000 * thread_s / ticks,
+        len(snapshot.chips),
+        snapshot.chip_source,
+    )
+
+
+def first_screen_s(backend: str, scenario: str, chips: int, deadline_s: float = 30.0) -> float:
+    """Seconds from starting ``npuwatch --demo scenario --backend backend`` in a 200×50 tmux pane
+    until the pane shows ``chips`` temperatures (every chip drawn with its values)."""
+    if shutil.which("tmux") is None:
+        raise RuntimeError("tmux is needed (apt-get install tmux)")
+    script = Path(sys.executable).parent / "npuwatch"
+    socket = f"npuwatch-first-{os.getpid()}-{time.monotonic_ns()}"
+    tmux = ["tmux", "-L", socket]
+    command = f"{script} --demo {scenario} --backend {backend} --interval 1"
+    subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", "sleep 60"], check=True)
+    try:
+        started = time.monotonic()
+        subprocess.run([*tmux, "respawn-pane", "-k", command], check=True)
+        while time.monotonic() - started < deadline_s:
+            pane = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+            if pane.count("°C") >= chips:
+                return time.monotonic() - started
+            time.sleep(0.01)
+        raise RuntimeError(f"no full screen within {deadline_s:g} s")
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", default="a3")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--no-screen", action="store_true", help="skip the first-screen time (no tmux)")
+    args = parser.parse_args(argv)
+    figures: List[BackendFigures] = [measure_backend(b, args.scenario, args.seconds) for b in BACKENDS]
+    print(f"{args.scenario}, 1 s interval, {args.seconds:g} s per backend, load {os.getloadavg()[0]:.2f}")
+    print(
+        "| backend | chips | whole tree CPU / tick | / minute | own process / tick | sampling thread / tick |"
+    )  # noqa: E501
+    print("|---|---|---|---|---|---|")
+    for f in figures:
+        per_minute_s = f.tree_cpu_ms_per_tick * 60 / 1000
+        print(
+            f"| {f.backend} (read by {f.read_by}) | {f.chips} | {f.tree_cpu_ms_per_tick:.1f} ms | "
+            f"{per_minute_s:.2f} s | {f.own_cpu_ms_per_tick:.1f} ms | {f.tick_cpu_ms:.2f} ms |"
+        )
+    by = {f.backend: f for f in figures}
+    ratio = by["dcmi"].tree_cpu_ms_per_tick / by["npu-smi"].tree_cpu_ms_per_tick
+    met = "yes" if ratio <= TREE_RATIO_TARGET else "NO"
+    print(f"DCMI whole tree ÷ npu-smi whole tree: {ratio:.3f} (target ≤ {TREE_RATIO_TARGET}: {met})")
+    if not args.no_screen:
+        for backend in BACKENDS:
+            seconds = first_screen_s(backend, args.scenario, by[backend].chips)
+            met = "yes" if seconds < FIRST_SCREEN_TARGET_S else "NO"
+            target = f"target < {FIRST_SCREEN_TARGET_S} s: {met}"
+            print(f"first full screen, {backend}: {seconds:.2f} s ({target})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
