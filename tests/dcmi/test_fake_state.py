@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -166,14 +167,29 @@ def test_a_failing_compiler_is_a_reason_and_leaves_nothing(tmp_path: Path) -> No
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_an_unwritable_cache_falls_back_to_a_private_temp_folder(tmp_path: Path) -> None:
+def test_an_unwritable_cache_falls_back_to_a_private_temp_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     result = build.build(environ=dict(os.environ, XDG_CACHE_HOME=str(blocker)))
     need(result.path is not None, f"building the fake needs a C compiler: {result.reason}")
     assert result.path is not None
     folder = result.path.parent.parent
-    assert folder.name == f"npuwatch-fake-dcmi-{os.getuid()}" and folder.stat().st_mode & 0o077 == 0
+    assert folder == tmp_path / f"npuwatch-fake-dcmi-{os.getuid()}"
+    assert folder.stat().st_mode & 0o077 == 0
+
+
+def test_a_shared_temp_folder_is_never_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need(build.compiler_command() is not None, "this refusal comes after finding a C compiler")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / f"npuwatch-fake-dcmi-{os.getuid()}").mkdir(mode=0o777)
+    os.chmod(tmp_path / f"npuwatch-fake-dcmi-{os.getuid()}", 0o777)  # someone else could plant a library
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    result = build.build(environ=dict(os.environ, XDG_CACHE_HOME=str(blocker)))
+    assert (result.path, result.reason) == (None, "no writable cache folder for the fake library")
 
 
 def test_omitting_an_unknown_function_is_refused() -> None:

@@ -42,6 +42,19 @@ _LIMITS = {
 }
 _MAX_PROCS_PER_CHIP = 32
 _MAX_COUNTERS = 4096
+_TOKEN = re.compile(rb"[ \t]*([^ \t]+)")
+#: The common ``i CARD DEV KEY VALUE`` line in plain decimals: parsed in one match (the general
+#: path gives the same result, slower).
+_DECIMAL = rb"(-?(?:[1-9][0-9]{0,17}|0))"
+_PLAIN_INT = re.compile(
+    rb"i[ \t]+"
+    + _DECIMAL
+    + rb"[ \t]+"
+    + _DECIMAL
+    + rb"[ \t]+([^ \t]{1,31})[ \t]+"
+    + _DECIMAL
+    + rb"(?:[ \t]|\Z)"
+)
 _INTEGER = re.compile(rb"^[+-]?(0[xX][0-9a-fA-F]+|[1-9][0-9]*|0[0-7]*)$")
 _LLONG = (-(1 << 63), (1 << 63) - 1)
 
@@ -88,14 +101,11 @@ def _tokens(line: bytes, count: int) -> Tuple[List[bytes], Optional[bytes]]:
     found: List[bytes] = []
     position = 0
     for _ in range(count):
-        while position < len(line) and line[position] in b" \t":
-            position += 1
-        if position >= len(line):
+        match = _TOKEN.match(line, position)
+        if match is None:
             return found, None
-        start = position
-        while position < len(line) and line[position] not in b" \t":
-            position += 1
-        found.append(line[start:position])
+        found.append(match.group(1))
+        position = match.end()
     return found, line[position:]
 
 
@@ -124,6 +134,14 @@ def _text(rest: bytes) -> bytes:
 
 
 def _parse_line(state: _State, line: bytes) -> None:
+    plain = _PLAIN_INT.match(line)
+    if plain is not None:
+        if state.room("ints"):
+            key = (int(plain.group(1)), int(plain.group(2)), plain.group(3))
+            value = int(plain.group(4))
+            state.ints.append((*key, value))
+            state.int_index.setdefault(key, value)
+        return
     head, rest = _tokens(line, 1)
     if rest is None or head[0][:1] == b"#":
         return
