@@ -19,7 +19,7 @@ from npuwatch.probes.dcmi.source import (
     source_failure,
 )
 from npuwatch.probes.dcmi.worker import Worker, WorkerFailure
-from tests.conftest import REPO
+from tests.conftest import REPO, need
 
 OPENER = "tests.dcmi.standin:open_reader"
 REF = records.ChipRef(4, 1, logic_id=9, phy_id=9)
@@ -309,3 +309,118 @@ def test_open_dcmi_source_takes_the_library_from_the_environment(monkeypatch):
         assert source.worker.timeout_s == 2.0
     finally:
         source.close()
+
+
+# --- through the demos' fake library (C, and its pure-Python twin): the real loader and reader ----
+
+
+@pytest.fixture(params=["c", "python"])
+def fake_library(request: pytest.FixtureRequest) -> str:
+    from npuwatch.probes.dcmi.fake import build
+    from npuwatch.probes.dcmi.fake.install import STANDIN
+
+    if request.param == "python":
+        return STANDIN
+    built = build.build()
+    need(built.path is not None, f"the fake libdcmi.so needs a C compiler: {built.reason}")
+    assert built.path is not None
+    return str(built.path)
+
+
+def _machine(path: Path, faults: str = "") -> None:
+    """The 910b-training demo's state at a fixed instant, with ``faults`` lines added."""
+    from npuwatch.probes.dcmi.fake.state import render
+    from npuwatch.probes.simulator.catalog import SCENARIOS
+    from npuwatch.probes.simulator.dynamics import machine_state
+
+    temporary = path.with_suffix(".next")
+    temporary.write_text(render(machine_state(SCENARIOS["910b-training"], 100.0, 0)) + faults)
+    temporary.replace(path)
+
+
+def _fake_source(library: str, state: Path, timeout_s: float = 10.0) -> DcmiSource:
+    from npuwatch.probes.dcmi.fake.state import STATE_VARIABLE
+
+    return open_dcmi_source(library, "/", "demo:test", timeout_s, {STATE_VARIABLE: str(state)})
+
+
+def test_the_fake_machine_reads_as_its_eight_chips(fake_library, tmp_path):
+    state = tmp_path / "fake-dcmi.state"
+    _machine(state)
+    source = _fake_source(fake_library, state)
+    try:
+        outcome = source.read()
+    finally:
+        source.close()
+    assert outcome.failure is None and outcome.reading is not None
+    chips = outcome.reading.chips
+    assert [chip.identity.key for chip in chips] == [(n, 0) for n in range(8)]
+    assert all(chip.health is Health.OK and chip.power_w is not None for chip in chips)
+    assert outcome.reading.process_table and outcome.reading.processes
+
+
+def test_a_hang_in_the_fake_library_times_out_and_the_next_worker_reads(fake_library, tmp_path):
+    state = tmp_path / "fake-dcmi.state"
+    _machine(state, "hang dcmi_get_device_temperature -1 -1 0\n")
+    source = _fake_source(fake_library, state, timeout_s=1.0)
+    try:
+        hung = source.read()
+        assert hung.failure is not None and hung.failure.kind == "timeout"
+        _machine(state)  # the driver recovers
+        after = source.read()
+    finally:
+        source.close()
+    assert after.failure is None and after.reading is not None and len(after.reading.chips) == 8
+    assert source.worker.starts == 2
+
+
+def test_a_segfault_in_the_fake_library_is_reported_and_the_next_worker_reads(fake_library, tmp_path):
+    state = tmp_path / "fake-dcmi.state"
+    _machine(state, "crash dcmi_get_device_power_info -1 -1\n")
+    source = _fake_source(fake_library, state)
+    try:
+        crashed = source.read()
+        assert crashed.failure is not None and crashed.failure.kind == "crash"
+        assert crashed.failure.message == (
+            "the DCMI library crashed (SIGSEGV) in the worker; npuwatch kept running"
+        )
+        _machine(state)
+        after = source.read()
+    finally:
+        source.close()
+    assert after.reading is not None and len(after.reading.chips) == 8
+
+
+def test_dcmi_init_refused_is_a_permission_failure_with_the_group_fix(fake_library, tmp_path):
+    state = tmp_path / "fake-dcmi.state"
+    _machine(state, "rc dcmi_init -1 -1 -8002\n")
+    source = _fake_source(fake_library, state)
+    try:
+        refused = source.read()
+    finally:
+        source.close()
+    assert refused.failure is not None
+    assert refused.failure.kind == "permission"
+    assert refused.failure.metric_status is MetricStatus.PERMISSION
+    assert refused.failure.error_code == -8002
+    assert "sudo usermod -aG HwHiAiUser $USER" in refused.failure.hint
+
+
+def test_a_metric_the_fake_refuses_gets_its_status(fake_library, tmp_path):
+    state = tmp_path / "fake-dcmi.state"
+    _machine(state, "rc dcmi_get_device_temperature -1 -1 -8002\nrc dcmi_get_device_power_info 0 0 -8010\n")
+    source = _fake_source(fake_library, state)
+    try:
+        outcome = source.read()
+    finally:
+        source.close()
+    assert outcome.reading is not None
+    first = outcome.reading.chips[0]
+    assert first.temperature_c is None
+    assert first.notes["temperature_c"] == MetricNote(
+        MetricStatus.PERMISSION, "not root and not in the HwHiAiUser group (DCMI -8002)"
+    )
+    assert first.notes["power_w"].reason == (
+        "device error: could not send a message to the device (DCMI -8010)"
+    )
+    assert outcome.reading.chips[1].power_w is not None
