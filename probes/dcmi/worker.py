@@ -185,6 +185,15 @@ class Worker:
                 answer = self._tick(reenumerate)
             except _FailedError as exc:
                 return self._failed(exc.failure)
+            except (OSError, ValueError, TypeError, AssertionError) as exc:  # a bug of ours: no traceback
+                self._end(polite=False)
+                return self._failed(
+                    WorkerFailure(
+                        "crash",
+                        f"the DCMI worker's pipe failed: {type(exc).__name__}: {exc}; it was restarted",
+                        _CRASH_HINT,
+                    )
+                )
             self._failures = 0
             self._last_failure = None
             return answer

@@ -260,3 +260,21 @@ def test_no_library_under_the_root_is_not_found(tmp_path):
     assert isinstance(failure, WorkerFailure)
     assert failure.kind == "not-found"
     assert failure.message.startswith("libdcmi.so not found (tried ")
+
+
+def test_an_unforeseen_error_on_npuwatch_s_side_is_a_failure_not_an_exception(tmp_path, monkeypatch):
+    with _worker(tmp_path) as worker:
+        _tick(worker)
+        pid = worker.pid
+        assert pid is not None
+
+        def broken(message: object) -> None:
+            raise ValueError("I/O operation on closed file")
+
+        monkeypatch.setattr(worker, "_send", broken)
+        failure = worker.tick()
+        assert isinstance(failure, WorkerFailure) and failure.kind == "crash"
+        assert "ValueError: I/O operation on closed file" in failure.message
+        assert _gone(pid)  # that worker is ended: the next tick starts afresh
+        monkeypatch.undo()
+        assert isinstance(worker.tick(), WorkerTick)
