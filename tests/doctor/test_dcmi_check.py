@@ -11,8 +11,8 @@ import pytest
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.cli import main
-from npuwatch.doctor import facts, registry
-from npuwatch.doctor.checks import dcmi, dcmi_agreement
+from npuwatch.doctor import dcmi_agreement, facts, registry
+from npuwatch.doctor.checks import dcmi
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Finding, Group, Status

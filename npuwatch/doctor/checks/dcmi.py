@@ -26,7 +26,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.doctor import facts
-from npuwatch.doctor.checks.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
+from npuwatch.doctor.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
 from npuwatch.doctor.engine import check_timeout_s
 from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import ClosableSource, Machine
