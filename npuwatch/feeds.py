@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 #: through DCMI (in-process, ``libdcmi.so``) and falls back to npu-smi (``npuwatch.fallback_source``);
 #: ``dcmi`` and ``npu-smi`` are explicit and never switch.
 BACKENDS: Tuple[str, ...] = ("auto", "dcmi", "npu-smi")
-DEFAULT_BACKEND = "npu-smi"  # "auto" once the DCMI source lands
+DEFAULT_BACKEND = "auto"
 
 #: When neither the option nor ``NPUWATCH_INTERVAL`` says otherwise.
 DEFAULT_INTERVAL_S = 1.0
@@ -417,7 +417,18 @@ def _sampler(
         interval_s=interval_s,
         devices=options.devices,
         on_close=_closing(source, machine),
+        about=_about(machine, backend),
     )
+
+
+def _about(machine: MachineHandle, backend: str) -> str:
+    """A demo's own words on what it runs: which fake DCMI library, and npu-smi's script."""
+    if machine.scenario is None:
+        return ""
+    if backend == "npu-smi":
+        return f"demo {machine.scenario}: chips through a simulated npu-smi (--backend npu-smi)"
+    library = machine.dcmi_kind or "no DCMI library"
+    return f"demo {machine.scenario}: chips through {library}; a simulated npu-smi as the fallback"
 
 
 def chip_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
@@ -486,3 +497,48 @@ def parse_devices(devices: Any) -> Optional[FrozenSet[int]]:
     if not ids or min(ids) < 0:
         raise UsageError(f"devices: expected NPU IDs like 0,1,3, got {devices!r}")
     return ids
+
+
+class OpeningFeed:
+    """``demo_fallback`` and ``open_feed`` on a thread, started at once.
+
+    The dashboard opens its feed this way before it imports its toolkit: building a demo's tree
+    (file writes) and starting DCMI's worker process overlap the import, so the first sample is
+    ready by the first paint.  ``result()`` hands over the feed and the banner (raising what
+    opening raised); ``close()`` ends a feed nobody took.
+    """
+
+    def __init__(self, options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> None:
+        import threading
+
+        self._outcome: Optional[Tuple[SnapshotFeed, str]] = None
+        self._error: Optional[BaseException] = None
+        self._taken = False
+
+        def run() -> None:
+            try:
+                chosen, banner = demo_fallback(options, environ)
+                feed = open_feed(chosen, environ)
+                about = str(getattr(feed, "about", ""))
+                self._outcome = (feed, " · ".join(part for part in (banner, about) if part))
+            except BaseException as exc:  # handed to result()'s caller
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="npuwatch-open-feed", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Tuple[SnapshotFeed, str]:
+        """The open feed and the banner; what opening raised (a ``UsageError``) is raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        self._taken = True
+        return self._outcome
+
+    def close(self) -> None:
+        """Close the feed if it opened and ``result()`` never handed it over."""
+        self._thread.join()
+        if self._outcome is not None and not self._taken:
+            self._taken = True
+            self._outcome[0].close()

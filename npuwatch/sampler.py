@@ -55,8 +55,12 @@ class Sampler:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         on_close: Optional[Callable[[], None]] = None,
+        about: str = "",
     ) -> None:
         self.source = source
+        #: What the data comes from beyond the label, for a view's banner: a demo's fake DCMI
+        #: library (``chips through fake libdcmi.so (C, built with cc) …``); empty for a real machine.
+        self.about = about
         self.sysroot = sysroot
         self.host = host
         self.interval_s = interval_s

@@ -19,6 +19,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Dict, Mapping, Tuple, Type, TypeVar
 
+from npuwatch.probes.dcmi import records
+
 #: Bytes given to the library for any output structure (the largest we read is 112).
 OUTPUT_BYTES = 256
 #: ``dcmi_get_card_list``: at most 64 cards (header).
@@ -49,7 +51,7 @@ IS_UPGRADING = -8017
 NOT_SUPPORT = -8255
 
 #: ``dcmi_get_device_health``: 0 normal, 1 minor, 2 major, 3 critical; this: no such device.
-HEALTH_ABSENT = 0xFFFFFFFF
+HEALTH_ABSENT = records.HEALTH_ABSENT
 
 # ``dcmi_get_device_utilization_rate`` input_type (DCMI_UTILIZATION_RATE_*).
 UTIL_DDR = 1

@@ -15,6 +15,9 @@ from typing import Mapping, Optional, Tuple
 #: The code a read records when the library has no such function (MindCluster's own
 #: "FUNCTION_NOT_FOUND", -99998: not a DCMI code).
 SYMBOL_MISSING = -99998
+#: ``dcmi_get_device_health``'s answer for a device that does not exist (0..3 are the alarm
+#: levels).  Here, not in ``abi``, so the chip source in npuwatch's process needs no ctypes.
+HEALTH_ABSENT = 0xFFFFFFFF
 #: The code a read records when the library answered 0 but the value is impossible, checked as
 #: MindCluster does: a temperature below -275 °C, a percentage outside 0..100, a voltage or a
 #: power that cannot be (negative, or at least 2**31 raw units), a VDIE id of all zeros.

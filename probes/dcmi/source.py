@@ -34,7 +34,6 @@ from npuwatch.model import (
     Versions,
 )
 from npuwatch.probes.dcmi import records, status
-from npuwatch.probes.dcmi.abi import HEALTH_ABSENT
 from npuwatch.probes.dcmi.worker import Worker, WorkerFailure, WorkerTick
 
 if TYPE_CHECKING:
@@ -265,7 +264,7 @@ def chip_sample(
 
 def lost_reason(tick: records.ChipTick) -> Optional[str]:
     """Why the chip is gone, when the library says so: health ``0xFFFFFFFF`` or ``-8008``/``-8007``."""
-    if tick.health == HEALTH_ABSENT:
+    if tick.health == records.HEALTH_ABSENT:
         return "DCMI says the device does not exist (health 0xFFFFFFFF): it is gone; check `dmesg`"
     code = tick.codes.get("health")
     if tick.health is None and code in status.GONE_CODES:

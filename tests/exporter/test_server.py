@@ -189,7 +189,8 @@ def test_metrics_over_http_match_the_snapshot_the_server_holds(serve, scenario):
         assert owner is not None
         key = labels_of(owner) | {("process_id", str(p.pid)), ("process_name", p.name or "")}
         assert got[("npu_chip_info_process_info", key)] == p.npu_memory_mib
-    for probe in ("npu-smi", "sysfs", "host"):
+    assert snapshot.chip_source == "dcmi"  # the demo reads through its fake libdcmi.so by default
+    for probe in ("dcmi", "sysfs", "host"):
         assert got[("npuwatch_probe_errors_total", frozenset({("probe", probe)}))] == 0
     assert got[("npuwatch_scrape_duration_seconds", frozenset())] > 0
     assert got[("npuwatch_sample_age_seconds", frozenset())] >= 0

@@ -103,6 +103,18 @@ def test_snapshot_json_is_valid_against_the_installed_schema(installed: Installe
     assert len(snapshot["chips"]) == 8
 
 
+def test_the_demo_reads_its_chips_through_the_installed_fake_libdcmi(installed: Installed, workdir: Path):
+    """The wheel's fake_dcmi.c is compiled (or its Python twin used) and read through ctypes."""
+    done = installed.run(["npuwatch", "snapshot", "--json", "--demo", "a3"], cwd=workdir)
+    assert done.returncode == 0, output(done)
+    snapshot = assert_valid_snapshot(installed, done.stdout, workdir)
+    assert snapshot["backend"] == "dcmi" and snapshot.get("backend_note") is None, output(done)
+    chips = snapshot["chips"]
+    assert len(chips) == 16
+    assert all(isinstance(chip["aicore_freq_mhz"], int) for chip in chips), output(done)
+    assert [chip["power_w"] is None for chip in chips] == [False, True] * 8  # A3: power per card, chip 0
+
+
 # --- doctor, check, selftest ----------------------------------------------------------------------
 
 

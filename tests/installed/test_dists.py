@@ -15,6 +15,8 @@ DATA_FILES = {
     "npuwatch/py.typed": "npuwatch/py.typed",
     "npuwatch/snapshot-v1.schema.json": "npuwatch/snapshot-v1.schema.json",
     "widgets/tui/npuwatch.tcss": "npuwatch/widgets/tui/npuwatch.tcss",
+    # the demos' fake libdcmi.so, compiled on first use where a C compiler exists
+    "probes/dcmi/fake/fake_dcmi.c": "npuwatch/probes/dcmi/fake/fake_dcmi.c",
 }
 
 

@@ -78,6 +78,10 @@ WIDGET_MAY_NAME: Mapping[Tuple[str, str], str] = {
     ("npuwatch.feeds", "FeedOptions"): (
         "the frozen record naming what to open: views hold and compare it, only entry points open it"
     ),
+    ("npuwatch.feeds", "OpeningFeed"): (
+        "the feed the command began opening before the toolkit was imported: the dashboard's entry "
+        "point takes it over"
+    ),
 }
 
 # --- doctor checks: leaves the registry runs -------------------------------------------------

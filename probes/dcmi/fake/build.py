@@ -108,8 +108,11 @@ def build(
 
 def _folder(key: str, cache_dir: Optional[Path], env: Mapping[str, str]) -> Optional[Path]:
     """``<cache>/<key>``, created; the private temp folder when the cache cannot be written."""
-    roots = [cache_dir] if cache_dir is not None else [cache_root(env), _private_temp()]
-    for root in roots:
+    # The private temp folder is made only when the cache cannot be written (a demo must leave
+    # nothing in the temp dir it did not need).
+    roots = [lambda: cache_dir] if cache_dir is not None else [lambda: cache_root(env), _private_temp]
+    for choose in roots:
+        root = choose()
         if root is None:
             continue
         folder = root / key
