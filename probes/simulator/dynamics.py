@@ -150,14 +150,29 @@ def process_memory_mib(process: ProcessSpec, running_s: float) -> int:
     return int(process.hbm_mib * fraction)
 
 
+#: Each scenario's processes by chip, built once (the DCMI fake's state is written every tick):
+#: id(scenario) → (the scenario itself, to tell a reused id apart; the index).
+_BY_CHIP: Dict[int, Tuple[Scenario, Dict[Tuple[int, int], Tuple[ProcessSpec, ...]]]] = {}
+
+
+def _processes_on(scenario: Scenario, key: Tuple[int, int]) -> Tuple[ProcessSpec, ...]:
+    known = _BY_CHIP.get(id(scenario))
+    if known is None or known[0] is not scenario:
+        if len(_BY_CHIP) > 64:
+            _BY_CHIP.clear()
+        index: Dict[Tuple[int, int], List[ProcessSpec]] = {}
+        for process in scenario.processes:
+            index.setdefault((process.npu_id, process.chip_id), []).append(process)
+        known = _BY_CHIP[id(scenario)] = (scenario, {k: tuple(v) for k, v in index.items()})
+    return known[1].get(key, ())
+
+
 def chip_load_percent(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> float:
     """The AI Core load of a chip: the busiest process on it (0 when none runs)."""
     if scenario.health_of(chip.npu_id, chip.chip_id) is not None:
         return 0.0
     load = 0.0
-    for process in scenario.processes:
-        if (process.npu_id, process.chip_id) != (chip.npu_id, chip.chip_id):
-            continue
+    for process in _processes_on(scenario, (chip.npu_id, chip.chip_id)):
         running_s = _active_at(process, elapsed_s)
         if running_s is not None:
             load = max(load, process_load_percent(process, running_s, seed))
