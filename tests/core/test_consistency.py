@@ -198,7 +198,7 @@ def test_the_notebook_colours_each_chip_by_its_level():
 
 def test_the_dashboard_colours_each_chip_card_by_its_level():
     from npuwatch.widgets.tui.app import NpuwatchApp
-    from npuwatch.widgets.tui.chips import ChipCard
+    from npuwatch.widgets.tui.chip_grid import ChipGrid
     from tests.widgets.fakes import FakeSampler, wait_for
 
     snapshot, by_npu = all_cases_in_one_snapshot()
@@ -207,11 +207,11 @@ def test_the_dashboard_colours_each_chip_card_by_its_level():
 
     async def main() -> None:
         async with app.run_test(size=(200, 80)) as pilot:
-            assert await wait_for(pilot, lambda: len(app.query(ChipCard)) == len(by_npu)), "no cards"
+            grid = app.query_one(ChipGrid)
+            assert await wait_for(pilot, lambda: len(grid.cards) == len(by_npu)), "no cards"
             await pilot.pause()
-            for card in app.query(ChipCard):
-                (level,) = [c.removeprefix("level-") for c in card.classes if c.startswith("level-")]
-                levels[card.chip.identity.npu_id] = level
+            for card in grid.cards:
+                levels[card.chip.identity.npu_id] = card.level.value
 
     asyncio.run(main())
     assert levels == {npu: case.level for npu, case in by_npu.items()}

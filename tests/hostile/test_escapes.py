@@ -26,8 +26,9 @@ from npuwatch.text_safety import inert, inert_lines
 from npuwatch.widgets.doctor_text import render_doctor
 from npuwatch.widgets.text import render_snapshot
 from npuwatch.widgets.tui.app import NpuwatchApp
-from npuwatch.widgets.tui.chips import ChipCard
+from npuwatch.widgets.tui.chip_grid import ChipGrid
 from npuwatch.widgets.tui.detail_screen import DetailScreen
+from npuwatch.widgets.tui.messages import ChipSelected
 from tests.conftest import REPO
 from tests.widgets.fakes import FakeSampler, capture_snapshot, wait_for
 
@@ -184,9 +185,8 @@ def test_dashboard_shows_hostile_strings_escaped():
             assert await wait_for(pilot, lambda: app.snapshot is not None)
             await pilot.pause()
             screens.append(terminal_output(app))
-            for card in app.query(ChipCard):
-                card.set_class(False, "compact")
-            app.post_message(ChipCard.Selected(EVIL_910B.chips[0].identity.key))
+            app.query_one(ChipGrid).set_layout(compact=False, columns=1)
+            app.post_message(ChipSelected(EVIL_910B.chips[0].identity.key))
             assert await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
             await pilot.pause()
             screens.append(terminal_output(app))

@@ -104,8 +104,8 @@ def test_a_huge_table_paints_and_quits_with_a_bounded_number_of_widgets():
     from textual.widget import Widget
 
     from npuwatch.widgets.tui.app import NpuwatchApp
+    from npuwatch.widgets.tui.chip_grid import ChipGrid
     from npuwatch.widgets.tui.chip_list import ChipList
-    from npuwatch.widgets.tui.chips import ChipCard
     from npuwatch.widgets.tui.detail_screen import DetailScreen
     from tests.widgets.fakes import FakeSampler, wait_for
 
@@ -116,7 +116,7 @@ def test_a_huge_table_paints_and_quits_with_a_bounded_number_of_widgets():
         async with app.run_test(size=(120, 40)) as pilot:
             assert await wait_for(pilot, lambda: app.snapshot is not None, timeout_s=60), "no first sample"
             await pilot.pause()
-            seen["cards"] = len(app.query(ChipCard))
+            seen["cards"] = len(app.query_one(ChipGrid).cards)
             seen["widgets"] = len(list(app.query(Widget)))
             chip_list = app.query_one(ChipList)
             seen["first"] = "".join(segment.text for segment in chip_list.render_line(0))

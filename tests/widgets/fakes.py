@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
@@ -20,6 +20,9 @@ from npuwatch.model import (
 )
 from npuwatch.probes.npu_smi.table import parse_info
 from tests.conftest import capture_text
+
+if TYPE_CHECKING:
+    from npuwatch.widgets.tui.chip_grid import Card
 
 #: Every fake snapshot is taken at this instant (UTC), so the header's clock never moves.
 FIXED_AT = datetime(2026, 1, 1, 9, 30, 0, tzinfo=timezone.utc)
@@ -216,3 +219,25 @@ def simulated_snapshots(scenario: str, count: int, *, at_s: float = 600.0) -> Li
 
 
 SIM_NOW = "NPUWATCH_SIM_NOW"
+
+
+def chip_cards(app: object) -> List[Card]:
+    """The dashboard's chip cards (one per chip, in NPU then chip order)."""
+    from npuwatch.widgets.tui.chip_grid import ChipGrid
+
+    return app.query_one(ChipGrid).cards  # type: ignore[attr-defined,no-any-return]
+
+
+def card_text(app: object, card: Card) -> List[str]:
+    """What a chip card shows, line by line, without styles."""
+    from npuwatch.widgets.tui.chip_grid import ChipGrid
+
+    return [line.plain for line in app.query_one(ChipGrid).card_texts(card)]  # type: ignore[attr-defined]
+
+
+def focused_card(app: object) -> Optional[Card]:
+    """The card with the focus: the chip area's cursor while the chip area has the focus."""
+    from npuwatch.widgets.tui.chip_grid import ChipGrid
+
+    grid = app.query_one(ChipGrid)  # type: ignore[attr-defined]
+    return grid.cursor_card if app.focused is grid else None  # type: ignore[attr-defined,no-any-return]

@@ -23,10 +23,17 @@ from npuwatch.model import (
     Snapshot,
 )
 from npuwatch.widgets.tui.app import NpuwatchApp
-from npuwatch.widgets.tui.chips import ChipCard, card_lines, compact_line
+from npuwatch.widgets.tui.chips import card_lines, compact_line
 from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.processes import ProcessTable
-from tests.widgets.fakes import FakeSampler, capture_snapshot, simulated_snapshots, wait_for
+from tests.widgets.fakes import (
+    FakeSampler,
+    capture_snapshot,
+    card_text,
+    chip_cards,
+    simulated_snapshots,
+    wait_for,
+)
 
 Scenario = Callable[[NpuwatchApp, Pilot], Awaitable[None]]
 BAR = re.compile(r"^(?:AIC|NPU|HBM|DDR|MEM|PWR|TEMP) +([█▏▎▍▌▋▊▉·]+)")
@@ -112,13 +119,13 @@ def test_demo_no_driver_cards_show_hbm_and_no_broken_figures() -> None:
     snapshot = simulated_snapshots("no-driver", 1)[0]
 
     async def wide(app: NpuwatchApp, pilot: Pilot) -> None:
-        for card in app.query(ChipCard):
-            lines = [line.plain for line in card.lines()]
+        for card in chip_cards(app):
+            lines = card_text(app, card)
             assert lines[2].startswith("HBM "), lines
 
     async def narrow(app: NpuwatchApp, pilot: Pilot) -> None:
-        for card in app.query(ChipCard):
-            line = card.lines()[0].plain
+        for card in chip_cards(app):
+            line = card_text(app, card)[0]
             assert " HBM " in line and "n/a/n/a" not in line, line
             assert "910B" in line, line  # the model is not cut to "Ascend 910"
 
@@ -149,9 +156,9 @@ def test_equal_values_draw_equal_bars_on_the_dashboard(capture: str) -> None:
     same = replace(snapshot, chips=tuple(replace(chip, **values) for chip in snapshot.chips))
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        cards = list(app.query(ChipCard))
-        assert len({card.size.width for card in cards}) > 1, "the grid gives cards different widths"
-        drawn = [bars([line.plain for line in card.lines()]) for card in cards]
+        cards = chip_cards(app)
+        assert len({card.place.width for card in cards}) > 1, "the grid gives cards different widths"
+        drawn = [bars(card_text(app, card)) for card in cards]
         assert drawn[0] and all(found == drawn[0] for found in drawn), drawn
 
     drive([same], scenario)
@@ -165,11 +172,11 @@ def test_a_degraded_link_is_on_its_chip_card() -> None:
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
         await pilot.pause(0.1)
-        for card in app.query(ChipCard):
-            lines = [line.plain for line in card.lines()]
-            if card.chip.identity.key == (5, 0):
+        for card in chip_cards(app):
+            lines = card_text(app, card)
+            if card.key == (5, 0):
                 assert any("PCIe Gen4 x8 of Gen5 x16" in line and "degraded" in line for line in lines), lines
-                assert card.size.height == len(lines), "the card grows to show the link"
+                assert card.place.height == len(lines), "the card grows to show the link"
             else:
                 assert not any("PCIe" in line for line in lines), lines
 
@@ -193,10 +200,10 @@ def test_an_alarm_shows_its_error_code_and_meaning_on_the_card_and_the_alerts_li
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
         await pilot.pause(0.1)
-        card = next(card for card in app.query(ChipCard) if card.chip.identity.key == (3, 0))
-        lines = [line.plain for line in card.lines()]
+        card = next(card for card in chip_cards(app) if card.key == (3, 0))
+        lines = card_text(app, card)
         assert any("80E01801 HBM multi-bit ECC error" in line for line in lines), lines
-        assert card.size.height == len(lines)
+        assert card.place.height == len(lines)
         alerts = app.query_one("#alerts", Line).text.plain
         assert "NPU 3 Alarm 80E01801 HBM multi-bit ECC error" in alerts
 

@@ -20,14 +20,21 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from npuwatch.model import Health, MetricStatus, ProbeReport, Snapshot
-from npuwatch.widgets.tui.app import GroupShape, NpuwatchApp, choose_layout, grid_height
-from npuwatch.widgets.tui.chips import ChipCard
+from npuwatch.widgets.tui.app import NpuwatchApp
+from npuwatch.widgets.tui.chip_layout import GroupShape, choose_layout, grid_height
 from npuwatch.widgets.tui.detail_screen import DetailScreen, chip_summary, graphs
 from npuwatch.widgets.tui.help_screen import HelpScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
 from npuwatch.widgets.tui.messages import SnapshotReady
 from npuwatch.widgets.tui.processes import ProcessTable
-from tests.widgets.fakes import FakeSampler, HungSampler, capture_snapshot, simulated_snapshots, wait_for
+from tests.widgets.fakes import (
+    FakeSampler,
+    HungSampler,
+    capture_snapshot,
+    focused_card,
+    simulated_snapshots,
+    wait_for,
+)
 from tests.widgets.test_tui_pilot import A3, B910, DUO, NARROW, WIDE, drive, plain
 
 ChipKey = Tuple[int, int]
@@ -45,8 +52,9 @@ def static_text(static: Static) -> str:
 
 
 def focused_key(app: NpuwatchApp) -> ChipKey:
-    assert isinstance(app.focused, ChipCard), app.focused
-    return app.focused.chip.identity.key
+    card = focused_card(app)
+    assert card is not None, app.focused
+    return card.key
 
 
 async def press_and_read(pilot: Pilot, key: str) -> ChipKey:

@@ -47,7 +47,7 @@ def dashboard_texts() -> List[Text]:
         line = Text()
         for cell in row:
             line.append(" ")
-            line.append_text(cell)
+            line.append_text(cell.text())
         texts.append(line)
     return texts
 
@@ -120,7 +120,7 @@ def test_process_row_strips_equal_the_rows_drawn(base: Style) -> None:
         line = Text()
         for cell, column in zip(row, widths):
             line.append(" ")
-            line.append_text(cell)
+            line.append_text(cell.text())
             line.append(" " * (column - len(cell.plain) + 1))
         for width in (40, 200):
             fast = row_strip(row, widths, console, width, base)
@@ -168,3 +168,70 @@ def test_a_changed_process_row_is_what_the_screen_shows() -> None:
     for row, line in zip(seen["rows"], screen[2:]):
         assert line.split() == row.split(), (row, line)
     assert any("86%" in line for line in screen[2:])
+
+
+def test_a_changed_process_row_below_the_table_repaints_nothing_outside_it() -> None:
+    """A row scrolled out of the table (more processes than lines) that changes is not repainted:
+    textual clips a widget's repaint to the screen, not to the widget, so repainting it marked
+    the line under the table (the footer) dirty every second, and the compositor then redrew
+    every widget of the screen."""
+    import asyncio
+
+    from npuwatch.widgets.tui.app import NpuwatchApp
+    from npuwatch.widgets.tui.processes import ProcessTable
+    from tests.widgets.fakes import FakeSampler, wait_for
+
+    first = capture_snapshot("001")  # 15 processes: the table at 80×24 shows a few
+    last = first.processes[-1]
+    assert last.host is not None
+    busier = dataclasses.replace(last, host=dataclasses.replace(last.host, cpu_percent=11.0))
+    second = dataclasses.replace(first, processes=(*first.processes[:-1], busier))
+    app = NpuwatchApp(FakeSampler([first], interval_s=3600.0))
+    seen = {}
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert await wait_for(pilot, lambda: app.snapshot is not None), "no first sample"
+            await pilot.pause()
+            table = app.query_one(ProcessTable)
+            table.scroll_home(animate=False)
+            await pilot.pause()
+            table.show(second.processes, second.taken_at.timestamp())
+            shown = table.size.height
+            seen["rows"] = (table.row_count, shown)
+            seen["repaint"] = [(r.y, r.height) for r in table._repaint_regions]
+            seen["height"] = table.region.height
+
+    asyncio.run(main())
+    rows, shown = seen["rows"]
+    assert rows + 1 > shown, seen  # the changed row is below the table's last line
+    assert all(y + height <= seen["height"] for y, height in seen["repaint"]), seen
+
+
+@pytest.mark.parametrize("scenario", ["a3", "chip-alarm", "950"])
+def test_a_card_kept_from_sample_to_sample_draws_what_a_fresh_card_draws(scenario: str) -> None:
+    """A card keeps its lines between samples (a line's label, bar and value while they read the
+    same, its sparkline shifted by one cell as the history moves): second after second, exactly
+    the lines a card drawn from nothing gives; asked again with nothing changed, the very same
+    line objects (the chip area repaints by identity)."""
+    from npuwatch.widgets.tui.chips import CardPainter
+
+    console = Console(color_system="truecolor", width=200)
+    snapshots = simulated_snapshots(scenario, 40)
+    history = History(capacity=30)  # full before the end: the sparklines scroll
+    painters = {chip.identity.key: CardPainter() for chip in snapshots[0].chips}
+    for snapshot in snapshots:
+        history.add(snapshot)
+        for chip in snapshot.chips:
+            row = chip_row(chip)
+            for width in (38, 60):
+                kept = painters[chip.identity.key].card(
+                    chip, history, width, True, row, console, width, BASES[1]
+                )
+                fresh = CardPainter().card(chip, history, width, True, row, console, width, BASES[1])
+                assert kept == fresh, (chip.identity.key, width)
+        chip = snapshot.chips[0]
+        painter = painters[chip.identity.key]
+        first = painter.card(chip, history, 60, True, chip_row(chip), console, 60, BASES[1])
+        again = painter.card(chip, history, 60, True, chip_row(chip), console, 60, BASES[1])
+        assert all(a is b for a, b in zip(first, again))

@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 
 from npuwatch.model import Health, Snapshot
 from npuwatch.widgets.tui.app import INTERVALS_S, NpuwatchApp
-from npuwatch.widgets.tui.chips import ChipCard, NpuGroup
+from npuwatch.widgets.tui.chip_grid import Card, ChipGrid
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import HelpScreen
 from npuwatch.widgets.tui.line import Line
@@ -30,6 +30,9 @@ from tests.widgets.fakes import (
     FakeSampler,
     HungSampler,
     capture_snapshot,
+    card_text,
+    chip_cards,
+    focused_card,
     wait_for,
     with_health,
 )
@@ -82,9 +85,14 @@ def text(node: DOMNode, selector: str) -> str:
     return plain(widget.text if isinstance(widget, Line) else widget.content)
 
 
-def card_lines(card: ChipCard) -> List[str]:
-    """What a chip card shows, line by line."""
-    return [line.plain for line in card.lines()]
+def card_lines(app: NpuwatchApp, card: Card) -> List[str]:
+    """What a chip card of the dashboard shows, line by line."""
+    return card_text(app, card)
+
+
+def screen_lines(app: NpuwatchApp) -> List[str]:
+    """What the terminal shows, line by line (the composited screen, without styles)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
 def table_column(app: NpuwatchApp, column: int) -> List[str]:
@@ -101,27 +109,31 @@ def pids(app: NpuwatchApp) -> List[int]:
 
 def test_a3_groups_two_chips_per_npu_card():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        groups = list(app.query(NpuGroup))
-        assert [g.border_title for g in groups] == [f"NPU {n} · Ascend910 · 2 chips" for n in range(8)]
-        assert all(g.has_class("multi") for g in groups)
-        assert [[c.chip.identity.key for c in g.query(ChipCard)] for g in groups] == [
+        grid = app.query_one(ChipGrid)
+        titles = [grid.labels(i)[0] for i in range(len(grid.groups))]
+        assert titles == [f"NPU {n} · Ascend910 · 2 chips" for n in range(8)]
+        assert [[grid.cards[i].key for i in group] for group in grid.groups] == [
             [(n, 0), (n, 1)] for n in range(8)
         ]
-        assert len(app.query(ChipCard)) == 16
-        assert not any(card.has_class("compact") for card in app.query(ChipCard))
+        assert len(chip_cards(app)) == 16
+        assert not grid.compact
+        # Two cards side by side in each box.
+        assert all(grid.cards[i].place.y == grid.cards[i + 1].place.y for i in range(0, 16, 2))
         # The box names the NPU, each card its chip.
-        assert card_lines(app.query(ChipCard)[1])[0].startswith("chip 1 phy 1")
+        assert card_lines(app, chip_cards(app)[1])[0].startswith("chip 1 phy 1")
+        assert any("╭─ NPU 0 · Ascend910 · 2 chips ─" in line for line in screen_lines(app))
 
     drive(FakeSampler([A3]), scenario)
 
 
 def test_310p_duo_groups_two_chips_per_npu_with_sparse_ids():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        groups = list(app.query(NpuGroup))
-        assert [g.border_title for g in groups] == ["NPU 1 · 310P3 · 2 chips", "NPU 2 · 310P3 · 2 chips"]
-        keys = [[c.chip.identity.key for c in g.query(ChipCard)] for g in groups]
+        grid = app.query_one(ChipGrid)
+        titles = [grid.labels(i)[0] for i in range(len(grid.groups))]
+        assert titles == ["NPU 1 · 310P3 · 2 chips", "NPU 2 · 310P3 · 2 chips"]
+        keys = [[grid.cards[i].key for i in group] for group in grid.groups]
         assert keys == [[(1, 0), (1, 1)], [(2, 0), (2, 1)]]
-        heads = [card_lines(card)[0] for card in app.query(ChipCard)]
+        heads = [card_lines(app, card)[0] for card in chip_cards(app)]
         assert [h.split(" 0000")[0] for h in heads] == [
             "chip 0 dev 0",
             "chip 1 dev 1",
@@ -129,17 +141,18 @@ def test_310p_duo_groups_two_chips_per_npu_with_sparse_ids():
             "chip 1 dev 3",
         ]
         # 310P has no HBM: the memory bar is DDR.
-        assert card_lines(app.query(ChipCard)[0])[2].startswith("DDR")
+        assert card_lines(app, chip_cards(app)[0])[2].startswith("DDR")
 
     drive(FakeSampler([DUO]), scenario)
 
 
 def test_compact_layout_is_one_line_per_chip_at_80_columns():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        cards = list(app.query(ChipCard))
-        assert all(card.has_class("compact") for card in cards)
-        assert all(card.size.height == 1 for card in cards)
-        lines = [card_lines(card)[0] for card in cards]
+        cards = chip_cards(app)
+        assert app.query_one(ChipGrid).compact
+        assert all(card.place.height == 1 for card in cards)
+        assert [card.place.y for card in cards] == [0, 1, 2, 3]
+        lines = [card_lines(app, card)[0] for card in cards]
         assert lines[0].startswith("  1  310P3")
         assert lines[1].startswith(" └c1 310P3")
 
@@ -150,10 +163,10 @@ def test_alarm_chip_shows_its_badge_and_an_alert():
     snapshot = with_health(B910, (3, 0), Health.ALARM)
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        card = next(c for c in app.query(ChipCard) if c.chip.identity.key == (3, 0))
-        assert "✖ Alarm" in card_lines(card)[0]
-        others = [c for c in app.query(ChipCard) if c is not card]
-        assert all("✔ OK" in card_lines(c)[0] for c in others)
+        card = next(c for c in chip_cards(app) if c.key == (3, 0))
+        assert "✖ Alarm" in card_lines(app, card)[0]
+        others = [c for c in chip_cards(app) if c is not card]
+        assert all("✔ OK" in card_lines(app, c)[0] for c in others)
         assert "NPU 3 Alarm" in text(app, "#alerts")
 
     drive(FakeSampler([snapshot]), scenario)
@@ -163,9 +176,10 @@ def test_alarm_chip_in_a_group_sets_the_group_badge():
     snapshot = with_health(DUO, (2, 1), Health.ALARM)
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        groups = {g.npu_id: g for g in app.query(NpuGroup)}
-        assert groups[2].border_subtitle == "✖ Alarm"
-        assert groups[1].border_subtitle == "✔ OK"
+        grid = app.query_one(ChipGrid)
+        subtitles = {grid.cards[group[0]].key[0]: grid.labels(i)[1] for i, group in enumerate(grid.groups)}
+        assert subtitles == {1: "✔ OK", 2: "✖ Alarm"}
+        assert any(line.rstrip().endswith("─ ✖ Alarm ─╯") for line in screen_lines(app))
 
     drive(FakeSampler([snapshot]), scenario)
 
@@ -330,8 +344,7 @@ def test_enter_on_a_focused_card_opens_its_detail_and_escape_goes_back():
     sampler = FakeSampler([A3])
 
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        cards = list(app.query(ChipCard))
-        cards[3].focus()
+        app.query_one(ChipGrid).focus_card(3)
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
@@ -348,8 +361,9 @@ def test_enter_on_a_focused_card_opens_its_detail_and_escape_goes_back():
 
 def test_clicking_a_card_opens_its_detail():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        card = next(c for c in app.query(ChipCard) if c.chip.identity.key == (2, 1))
-        assert await pilot.click(card, offset=(2, 1))
+        grid = app.query_one(ChipGrid)
+        place = next(c for c in grid.cards if c.key == (2, 1)).place
+        assert await pilot.click(grid, offset=(place.x + 2, place.y + 1))
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)
         assert app.screen.key == (2, 1)
@@ -374,18 +388,20 @@ def test_t_flips_the_theme():
 @pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "compact"])
 def test_tab_moves_focus_between_cards(size):
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
-        for _ in range(3):  # past the scroll area to the first card
-            if isinstance(app.focused, ChipCard):
+        for _ in range(3):  # to the first card
+            if focused_card(app) is not None:
                 break
             await pilot.press("tab")
         focused = []
         for _ in range(4):
-            assert isinstance(app.focused, ChipCard)
-            focused.append(app.focused.chip.identity.key)
+            card = focused_card(app)
+            assert card is not None
+            focused.append(card.key)
             await pilot.press("tab")
         assert focused == [(0, 0), (0, 1), (1, 0), (1, 1)]
         await pilot.press("shift+tab")
-        assert app.focused.chip.identity.key == (1, 1)
+        card = focused_card(app)
+        assert card is not None and card.key == (1, 1)
 
     drive(FakeSampler([A3]), scenario, size)
 
@@ -401,8 +417,8 @@ def test_worker_keeps_sampling_and_never_overlaps():
         assert await wait_for(pilot, lambda: sampler.calls >= 6)
         assert sampler.max_active == 1
         assert await wait_for(pilot, lambda: app.snapshot is second)
-        card = app.query(ChipCard)[0]
-        assert "▲ Warning" in card_lines(card)[0]
+        card = chip_cards(app)[0]
+        assert "▲ Warning" in card_lines(app, card)[0]
         assert len(sampler.history.values((0, 0), "aicore_percent")) >= 6
 
     drive(sampler, scenario)
@@ -487,8 +503,8 @@ def _deadline(scenario: Scenario, seconds: float) -> Scenario:
 def test_the_first_chip_has_the_focus_so_enter_opens_it():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
         await pilot.pause()
-        assert isinstance(app.focused, ChipCard)
-        assert app.focused.chip.identity.key == (0, 0)
+        card = focused_card(app)
+        assert card is not None and card.key == (0, 0)
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, DetailScreen)

@@ -14,8 +14,7 @@ from npuwatch.recording import Recording, read_recording
 from npuwatch.replay import ReplaySampler
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui.app import NpuwatchApp
-from npuwatch.widgets.tui.chips import ChipCard
-from tests.widgets.fakes import wait_for
+from tests.widgets.fakes import chip_cards, wait_for
 from tests.widgets.test_tui_pilot import WIDE, card_lines, drive, text
 
 
@@ -45,7 +44,7 @@ class Clock:
 
 
 def shown_values(app: NpuwatchApp) -> List[str]:
-    return [" ".join(card_lines(card)) for card in app.query(ChipCard)]
+    return [" ".join(card_lines(app, card)) for card in chip_cards(app)]
 
 
 def expected_values(snapshot: Snapshot) -> List[tuple]:

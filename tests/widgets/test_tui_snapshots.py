@@ -17,8 +17,9 @@ import pytest
 from textual.pilot import Pilot
 
 from npuwatch.model import Snapshot
-from npuwatch.widgets.tui.app import WIDE_MIN_COLUMNS, NpuwatchApp
-from npuwatch.widgets.tui.chips import ChipCard
+from npuwatch.widgets.tui.app import NpuwatchApp
+from npuwatch.widgets.tui.chip_grid import ChipGrid
+from npuwatch.widgets.tui.chip_layout import WIDE_MIN_COLUMNS
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.processes import ProcessTable
 from tests.widgets.fakes import ME, FakeSampler, simulated_snapshots, wait_for
@@ -56,10 +57,10 @@ def replay_app(scenario: str) -> NpuwatchApp:
 
 
 def _laid_out(app: NpuwatchApp) -> bool:
-    """The grid/compact layout for the terminal's width is applied to every card."""
+    """The grid/compact layout for the terminal's width is applied to the chip area."""
     compact = app.size.width < WIDE_MIN_COLUMNS
-    cards = app.query(ChipCard)
-    return app.compact == compact and bool(cards) and all(c.has_class("compact") == compact for c in cards)
+    grid = app.query_one(ChipGrid)
+    return app.compact == compact and bool(grid.cards) and grid.compact == compact
 
 
 def settled(then: Callable[[Pilot], object] = lambda pilot: None) -> Callable[[Pilot], object]:
@@ -68,9 +69,9 @@ def settled(then: Callable[[Pilot], object] = lambda pilot: None) -> Callable[[P
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         assert await wait_for(pilot, lambda: app.snapshot is not None)
-        # The first card takes the focus after the cards mount: wait for it, so a slow machine
-        # does not photograph the screen a moment earlier than a fast one.
-        assert await wait_for(pilot, lambda: isinstance(app.focused, ChipCard))
+        # The chip area takes the focus (its first card) once it has chips: wait for it, so a slow
+        # machine does not photograph the screen a moment earlier than a fast one.
+        assert await wait_for(pilot, lambda: isinstance(app.focused, ChipGrid))
         assert await wait_for(pilot, lambda: _laid_out(app))
         # Let pending layout passes (scrollbars appearing once a table's size is known) finish:
         # a loaded machine reaches them later than an idle one.
@@ -103,7 +104,7 @@ def test_help_screen(snap_compare):
 def test_detail_screen(snap_compare):
     async def open_detail(pilot: Pilot) -> None:
         app = pilot.app
-        app.query(ChipCard)[3].focus()
+        app.query_one(ChipGrid).focus_card(3)
         await pilot.press("enter")
         # The npu-smi queries answer from a thread: wait for their (fake) answer.
         assert await wait_for(

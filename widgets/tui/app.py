@@ -7,33 +7,34 @@ import dataclasses
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Resize
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
-from npuwatch.model import CHIP_METRICS, ChipSample, Snapshot
+from npuwatch.model import Snapshot
 from npuwatch.termination import call_on_termination
 from npuwatch.text_safety import inert
+from npuwatch.widgets.tui.chip_grid import ChipGrid
+from npuwatch.widgets.tui.chip_layout import CHIP_MIN_ROWS, ChipLayout, GroupShape, choose_layout
 from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
-from npuwatch.widgets.tui.chips import ChipCard, NpuGroup, card_lines, group_chips
+from npuwatch.widgets.tui.chips import group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
 from npuwatch.widgets.tui.line import Line
-from npuwatch.widgets.tui.messages import SamplerFailed, SnapshotReady
+from npuwatch.widgets.tui.messages import ChipSelected, SamplerFailed, SnapshotReady
 from npuwatch.widgets.tui.processes import ProcessTable
 
 if TYPE_CHECKING:
@@ -42,122 +43,8 @@ if TYPE_CHECKING:
 
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-#: Below this width (columns) chips are one line each; from it, cards in a grid when they fit the height.
-WIDE_MIN_COLUMNS = 120
-CARD_COLUMNS = 38
-#: Rows an NPU box adds to its tallest card: its top and bottom border (npuwatch.tcss ``NpuGroup``).
-GROUP_FRAME_ROWS = 2
-#: Rows around the chips: alerts line, host panel (its rule and two lines), footer; the header adds 1 or 2.
-FIXED_ROWS = 1 + 3 + 1
-#: Rows the process table keeps whatever the chips need: its title, column header and four processes.
-PROCESS_MIN_ROWS = 6
-#: The chip area never shrinks below this, however small the terminal.
-CHIP_MIN_ROWS = 3
 #: The header names how long samples take once they take this many times the interval (the real pace).
 SLOW_SAMPLE_FACTOR = 1.2
-
-
-@dataclasses.dataclass(frozen=True)
-class ChipLayout:
-    """How the chips are drawn: cards in ``columns`` grid columns, or one line each (``compact``)."""
-
-    compact: bool
-    columns: int
-    max_rows: int  # the chip area's height limit; it scrolls beyond
-
-
-@dataclasses.dataclass(frozen=True)
-class GroupShape:
-    """What the layout needs of one NPU box: how many chips it holds and its height as cards."""
-
-    chips: int
-    card_rows: int  # the box's height in card form: its tallest card and its frame
-
-
-def choose_layout(size: Size, groups: Sequence[GroupShape], header_rows: int = 1) -> ChipLayout:
-    """Cards when the terminal is wide enough and every card fits the height; else one line per chip.
-
-    The chip area gets what the header, alerts, host panel and footer leave, minus the process
-    table's minimum.  Cards are chosen when all of them fit there; otherwise lines, which are
-    denser (one row a chip against seven a row of cards), so they show every chip where cards
-    cannot; and when even the lines do not fit, the lines scroll (the focused chip is kept in view).
-    """
-    rows = max(CHIP_MIN_ROWS, size.height - header_rows - FIXED_ROWS - PROCESS_MIN_ROWS)
-    columns = max(1, size.width // CARD_COLUMNS)
-    if any(group.chips > 1 for group in groups):
-        columns = max(2, columns - columns % 2)  # two-chip groups span two columns: keep them aligned
-    cards_fit = bool(groups) and grid_height(groups, columns) <= rows
-    compact = size.width < WIDE_MIN_COLUMNS or not cards_fit
-    return ChipLayout(compact=compact, columns=1 if compact else columns, max_rows=rows)
-
-
-def grid_height(groups: Sequence[GroupShape], columns: int) -> int:
-    """The height of the card grid: boxes placed in order as textual does (a multi-chip box spans
-    two columns and starts a new row when it does not fit), each row as tall as its tallest box."""
-    total, used, row = 0, columns, 0
-    for group in groups:
-        span = min(columns, 2 if group.chips > 1 else 1)
-        if used + span > columns:
-            total, used, row = total + row, 0, 0
-        used += span
-        row = max(row, group.card_rows)
-    return total + row
-
-
-def group_shape(group: NpuGroup) -> GroupShape:
-    """An NPU box's shape from its cards' lines in card form (a problem adds a line to a card)."""
-    tallest = max(
-        (len(card_lines(card.chip, card.history, CARD_COLUMNS, card.in_group)) for card in group.cards),
-        default=0,
-    )
-    return GroupShape(chips=len(group.cards), card_rows=tallest + GROUP_FRAME_ROWS)
-
-
-def neighbour(regions: Sequence[Region], index: int, direction: str) -> Optional[int]:
-    """The card an arrow key moves to from ``regions[index]``, or None at an edge.
-
-    Left and right: the previous and next card in reading order.  Up and down: the nearest
-    row above or below, and in it the card whose middle is closest to this one's (in the
-    one-line form each chip is its own row, so they move one chip).
-    """
-    if direction in ("left", "right"):
-        target = index + (1 if direction == "right" else -1)
-        return target if 0 <= target < len(regions) else None
-    here = regions[index]
-    if direction == "up":
-        row = max((r.y for r in regions if r.y < here.y), default=None)
-    else:
-        row = min((r.y for r in regions if r.y > here.y), default=None)
-    if row is None:
-        return None
-    middle = here.x * 2 + here.width
-    in_row = [i for i, r in enumerate(regions) if r.y == row]
-    return min(in_row, key=lambda i: (abs(regions[i].x * 2 + regions[i].width - middle), i))
-
-
-class ChipArea(VerticalScroll, can_focus=False):
-    """The chip cards (Tab goes straight from card to card); the arrow keys move between them."""
-
-    BINDINGS = [
-        Binding("left", "move('left')", "Previous chip", show=False),
-        Binding("right", "move('right')", "Next chip", show=False),
-        Binding("up", "move('up')", "Chip above", show=False),
-        Binding("down", "move('down')", "Chip below", show=False),
-    ]
-
-    def action_move(self, direction: str) -> None:
-        cards = list(self.query(ChipCard))
-        if not cards:
-            return
-        # Screen.set_focus, not Widget.focus (which defers it): keys typed in one burst each
-        # move from where the previous one went.  Focusing scrolls the card into view.
-        focused = self.screen.focused
-        if not isinstance(focused, ChipCard) or focused not in cards:
-            self.screen.set_focus(cards[0])
-            return
-        target = neighbour([card.region for card in cards], cards.index(focused), direction)
-        if target is not None:
-            self.screen.set_focus(cards[target])
 
 
 class NpuwatchApp(App[None]):
@@ -165,7 +52,7 @@ class NpuwatchApp(App[None]):
 
     CSS_PATH = "npuwatch.tcss"
     TITLE = "npuwatch"
-    AUTO_FOCUS = None  # the first chip card takes the focus once it exists (see _render_chips)
+    AUTO_FOCUS = None  # the chip area takes the focus once it has chips (see _render_chips)
     # The footer shows each description; the help screen (``?``) lists each tooltip.
     BINDINGS = [
         Binding("q", "quit", "Quit", tooltip="quit"),
@@ -204,12 +91,10 @@ class NpuwatchApp(App[None]):
         # holds the old one while the Resize handler runs.
         self._terminal: Optional[Size] = None
         self._shapes: List[GroupShape] = []  # the NPU boxes' shapes the layout was chosen for
-        self._chip_state: List[Tuple[object, ...]] = []  # the chips without their metric values
         self.snapshot: Optional[Snapshot] = None
         self.alerts: Tuple[Alert, ...] = ()
         self.tracker = AlertTracker()
-        self._groups: Dict[int, NpuGroup] = {}
-        self._chip_layout: List[Tuple[int, int]] = []
+        self._chip_layout: Optional[List[Tuple[int, int]]] = None  # the chips the grid was given
         self._sampling_since: Optional[float] = None
         self._updated_at: Optional[float] = None
         self._last_took_s = 0.0
@@ -228,7 +113,7 @@ class NpuwatchApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Line(id="header")
         yield Line(id="alerts")
-        yield ChipArea(id="chips")
+        yield ChipGrid(self.sampler.history, id="chips")
         yield HostPanel()
         yield ProcessTable()
         yield Input(placeholder="filter processes by user, command or PID", id="filter")
@@ -248,18 +133,13 @@ class NpuwatchApp(App[None]):
     def _apply_layout(self, size: Size) -> None:
         self._terminal = size
         header_rows = 2 if self.banner else 1
-        self._shapes = [group_shape(group) for group in self._groups.values()]
+        grid = self.query_one(ChipGrid)
+        self._shapes = grid.shapes()
         layout = choose_layout(size, self._shapes, header_rows)
         self.chip_layout = layout
-        compact = layout.compact
-        self.compact = compact
-        chips = self.query_one("#chips")
-        chips.screen.set_class(compact, "compact")  # the dashboard's screen, whichever is on top
-        chips.styles.grid_size_columns = layout.columns
-        chips.styles.max_height = layout.max_rows
-        for card in self.query(ChipCard):
-            card.set_class(compact, "compact")
-            card.refresh()
+        self.compact = layout.compact
+        grid.styles.max_height = layout.max_rows
+        grid.set_layout(layout.compact, layout.columns)
         self._render_header()
         if self.snapshot is not None or self._failure:  # the alerts line is cut to the width
             self._render_alerts()
@@ -330,47 +210,35 @@ class NpuwatchApp(App[None]):
         if len(snapshot.chips) > HUGE_CHIPS:  # thousands of cards would freeze the first paint
             self._render_chip_list(snapshot)
             return
+        grid = self.query_one(ChipGrid)
         groups = group_chips(snapshot.chips)
         layout = [chip.identity.key for group in groups for chip in group]
-        area = self.query_one("#chips")
-        if layout != self._chip_layout:
+        if layout != self._chip_layout or not grid.display:
             self._chip_layout = layout
-            area.remove_children()
-            self._groups = {
-                group[0].identity.npu_id: NpuGroup(group, self.sampler.history) for group in groups
-            }
-            self._apply_layout(self._terminal or self.size)  # for these groups, before they mount
-            for box in self._groups.values():  # born in the current layout: no frame drawn wide first
-                for card in box.cards:
-                    card.set_class(self.compact, "compact")
-            area.mount(*self._groups.values())
-            if not groups:
-                area.mount(Static("No NPU chips could be read: see the alerts line.", classes="empty"))
+            grid.display = True
+            self.query(ChipList).remove()
+            grid.set_chips(groups)
+            self._apply_layout(self._terminal or self.size)
             self.call_after_refresh(lambda: self._apply_layout(self._terminal or self.size))
             if self.focused is None and groups:  # Enter opens the first chip until the user moves
-                self.call_after_refresh(self._groups[groups[0][0].identity.npu_id].cards[0].focus)
-        judged = judge_snapshot(snapshot)  # the judge's verdicts colour the cards
-        for group in groups:
-            self._groups[group[0].identity.npu_id].show(group, judged)
-        # A card's height can change with its chip's state (a problem line under its metrics):
-        # measure the boxes again only when that state changed, not at every sample.
-        state = [_without_metrics(chip) for chip in snapshot.chips]
-        if state != self._chip_state:
-            self._chip_state = state
-            if [group_shape(box) for box in self._groups.values()] != self._shapes:
-                self._apply_layout(self._terminal or self.size)
+                self.call_after_refresh(grid.focus)
+        # The judge's verdicts colour the cards.  A card's height can change with its chip's state
+        # (a problem line under its metrics): the layout is chosen again only then.
+        if grid.show(groups, judge_snapshot(snapshot)) and grid.shapes() != self._shapes:
+            self._apply_layout(self._terminal or self.size)
 
     def _render_chip_list(self, snapshot: Snapshot) -> None:
         """Every chip on one line in one virtual list: the work per frame is the rows on screen."""
-        area = self.query_one("#chips")
-        found = area.query(ChipList)
+        grid = self.query_one(ChipGrid)
+        found = self.query(ChipList)
         if found:
             chip_list = found.first()
         else:
-            area.remove_children()
-            self._groups, self._chip_layout, self._chip_state = {}, [], []
+            grid.display = False
+            grid.set_chips([])
+            self._chip_layout = None
             chip_list = ChipList(self.sampler.history)
-            area.mount(chip_list)
+            self.mount(chip_list, after=grid)
             if self.focused is None:
                 self.call_after_refresh(chip_list.focus)
         chip_list.styles.height = self.chip_layout.max_rows
@@ -548,15 +416,9 @@ class NpuwatchApp(App[None]):
         event.input.display = False
         self.query_one(ProcessTable).focus()
 
-    def on_chip_card_selected(self, message: ChipCard.Selected) -> None:
+    def on_chip_selected(self, message: ChipSelected) -> None:
         if self.snapshot is not None:
             self.push_screen(DetailScreen(message.key, self.snapshot, self.sampler))
-
-
-def _without_metrics(chip: ChipSample) -> Tuple[object, ...]:
-    """The chip but its metric values (identity, health, notes, link …): what can add or remove a
-    line of its card."""
-    return tuple(getattr(chip, f.name) for f in dataclasses.fields(chip) if f.name not in CHIP_METRICS)
 
 
 def _host_name(snapshot: Snapshot) -> Optional[str]:

@@ -20,8 +20,9 @@ from textual.strip import Strip
 from npuwatch.history import History
 from npuwatch.judge import Judgement
 from npuwatch.model import ChipSample
-from npuwatch.widgets.tui.chips import ChipCard, compact_line
+from npuwatch.widgets.tui.chips import compact_line
 from npuwatch.widgets.tui.line import text_strip
+from npuwatch.widgets.tui.messages import ChipSelected
 from npuwatch.widgets.view_model import ChipRow, chip_row
 
 #: Above this many chips the dashboard shows the ChipList instead of a card widget per chip.
@@ -81,7 +82,7 @@ class ChipList(ScrollView, can_focus=True):
 
     def action_select(self) -> None:
         if self.chips:
-            self.post_message(ChipCard.Selected(self.chips[self.cursor].identity.key))
+            self.post_message(ChipSelected(self.chips[self.cursor].identity.key))
 
     def _move_to(self, index: int) -> None:
         self.cursor = max(0, min(index, len(self.chips) - 1))

@@ -1,29 +1,24 @@
-"""Provides ChipCard and NpuGroup: one card per chip, grouped per NPU (A3 ×2, 310P Duo ×2, 310 ×4)."""
+"""Provides a chip card's lines (multi-line card, or one line per chip) and the chips grouped per NPU
+(A3 ×2, 310P Duo ×2, 310 ×4); ``chip_grid`` draws them."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.geometry import Size
-from textual.markup import escape
-from textual.message import Message
 from textual.strip import Strip
-from textual.widget import Widget
 
 from npuwatch.history import History
-from npuwatch.judge import Judgement
-from npuwatch.model import ChipSample, Level
+from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.tui.line import TextLines, combined_style, fitted_strip, text_strip
-from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row, worst_health
+from npuwatch.widgets.tui.line import Finish, combined_style, fitted_segments, text_strip
+from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row
 
 LABEL_WIDTH = 5  # "HBM  "
 #: Every card's bars are this long whatever the card's width (the grid's cards differ by a cell
@@ -31,119 +26,6 @@ LABEL_WIDTH = 5  # "HBM  "
 BAR_WIDTH = 10
 VALUE_WIDTH = 10  # " 120/128G "
 MIN_SPARK_WIDTH = 5
-
-
-class ChipCard(TextLines, can_focus=True):
-    """One chip: identity, health badge, AI Core / memory bars, power, temperature, graphs.
-
-    Drawn with textual's line API from strips built once per sample: sixteen cards repaint
-    every second, and the generic renderable path cost most of the dashboard's CPU.
-    """
-
-    class Selected(Message):
-        """The user asked for this chip's detail screen (Enter or a click)."""
-
-        def __init__(self, key: tuple) -> None:
-            super().__init__()
-            self.key = key
-
-    def __init__(
-        self, chip: ChipSample, history: History, in_group: bool, judgement: Optional[Judgement] = None
-    ) -> None:
-        super().__init__(classes="chip")
-        self.chip = chip
-        self.history = history
-        self.in_group = in_group
-        self.row = chip_row(chip, judgement=judgement)
-        self._set_level(self.row.level)
-
-    def show(self, chip: ChipSample, judgement: Optional[Judgement] = None) -> None:
-        """Render a newer sample of this chip; ``judgement`` is the judge's verdict on it."""
-        grows = problem_count(chip) != problem_count(self.chip)
-        self.chip = chip
-        self.row = chip_row(chip, judgement=judgement)
-        self._set_level(self.row.level)
-        if grows:  # a line appeared or went (an alarm's code, a degraded link): the card resizes
-            self.refresh(layout=True)
-        self.redraw()
-
-    def _set_level(self, level: Level) -> None:
-        """The class ``level-ok|warning|critical|unknown``: the card's colour is the judge's level."""
-        wanted = f"level-{level.value}"
-        if not self.has_class(wanted):
-            self.remove_class(*(f"level-{other.value}" for other in Level))
-            self.add_class(wanted)
-
-    def lines(self) -> List[Text]:
-        """The card's lines as text (what the screen shows; also read by tests)."""
-        width = max(20, self.size.width)
-        if self.has_class("compact"):
-            return [compact_line(self.chip, self.history, width, self.in_group, self.row)]
-        return card_lines(self.chip, self.history, width, self.in_group, self.row)
-
-    def fresh_strips(self, width: int, base: Style) -> Optional[List[Strip]]:
-        if self.has_class("compact"):
-            return None
-        console = self.app.console
-        return card_strips(
-            self.chip, self.history, max(20, width), self.in_group, self.row, console, width, base
-        )
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        # The wide card is as tall as its lines: the title, the metrics, then one line per problem
-        # (counted, not drawn: layout asks often).
-        return 1 + len(self.row.metrics) + problem_count(self.chip)
-
-    def on_click(self) -> None:
-        self.post_message(self.Selected(self.chip.identity.key))
-
-    def key_enter(self) -> None:
-        self.post_message(self.Selected(self.chip.identity.key))
-
-
-class NpuGroup(Widget):
-    """The chips of one NPU card in one bordered box, titled with the NPU ID and model."""
-
-    def __init__(
-        self,
-        chips: Sequence[ChipSample],
-        history: History,
-        judgements: Optional[Mapping[Tuple[int, int], Judgement]] = None,
-    ) -> None:
-        super().__init__(classes="npu-group")
-        first = chips[0].identity
-        self.npu_id = first.npu_id
-        self.keys = [chip.identity.key for chip in chips]
-        count = f" · {len(chips)} chips" if len(chips) > 1 else ""
-        # A border title is markup: the name npu-smi printed is escaped for it as well.
-        name = escape(inert(first.name or "unknown model"))
-        self.border_title = f"NPU {first.npu_id} · {name}{count}"
-        judged = judgements or {}
-        self.cards = [
-            ChipCard(chip, history, len(chips) > 1, judged.get(chip.identity.key)) for chip in chips
-        ]
-        if len(chips) > 1:
-            self.add_class("multi")
-
-    def compose(self) -> ComposeResult:
-        yield from self.cards
-
-    def show(
-        self, chips: Sequence[ChipSample], judgements: Optional[Mapping[Tuple[int, int], Judgement]] = None
-    ) -> None:
-        """Render the newer samples of this NPU's chips (same chips, same order) with the judge's
-        verdicts on them (``judge_snapshot``)."""
-        judged = judgements or {}
-        for card, chip in zip(self.cards, chips):
-            card.show(chip, judged.get(chip.identity.key))
-        # Touch the box only when its look changes: each change repaints the whole group.
-        if len(chips) > 1:  # one card shows its own badge; a group sums up the worst
-            subtitle = render.badge(worst_health([chip.health for chip in chips])).plain.strip()
-            if subtitle != self.border_subtitle:
-                self.border_subtitle = subtitle
-        stale = any(card.row.stale for card in self.cards)
-        if stale != self.has_class("stale"):
-            self.set_class(stale, "stale")
 
 
 def _card_value(cell: MetricCell) -> str:
@@ -212,45 +94,162 @@ def card_strips(
     base: Style,
 ) -> List[Strip]:
     """``card_lines`` drawn ``columns`` wide over ``base``, segment for segment what ``text_strip``
-    makes of them, but the metric lines (four of a card's five change every second: the
-    sparklines scroll) are cut straight into segments, without building Rich Text."""
-    key = chip.identity.key
-    bar_w, spark_w = _widths(width)
-    head_key = (row.identity, row.stale, chip.health, in_group, console, columns, base)
-    head = _HEADS.get(head_key)
-    if head is None:  # a card's title line changes only with its chip's identity, health or staleness
-        if len(_HEADS) >= _HEADS_MAX:
-            _HEADS.clear()
-        head = _HEADS[head_key] = text_strip(_head(chip, row, in_group), console, columns, base)
-    strips = [head]
-    for cell in row.metrics:
-        cells = render.spark_cells(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling)
-        strips.append(_metric_strip(cell, bar_w, cells, console, columns, base))
-    strips += [text_strip(line, console, columns, base) for line in problem_lines(chip, width)]
-    return strips
+    makes of them (the chip area draws these lines through a ``CardPainter``)."""
+    lines = CardPainter().card(chip, history, width, in_group, row, console, columns, base)
+    return [Strip(list(line), columns) for line in lines]
 
 
-#: The title lines drawn, by what they show and how: sixteen cards keep theirs from one second to the next.
-_HEADS: Dict[Tuple[object, ...], Strip] = {}
-_HEADS_MAX = 1024
+#: One line of a card as drawn: its segments, exactly its width.
+Line = Tuple[Segment, ...]
 
 
-def _metric_strip(
-    cell: MetricCell, bar_w: int, spark: str, console: Console, columns: int, base: Style
-) -> Strip:
-    """One metric line of a card as ``text_strip`` cuts ``_metric_line`` + its sparkline."""
-    value = _card_value(cell)
-    if cell.fraction is None:  # a dim track, or no bar: rare, so through Rich Text
-        line = _metric_line(cell.tag, cell.fraction, bar_w, value, render.bar_style(cell))
-        line.append(spark, style=render.SPARK_STYLE)
-        return text_strip(line, console, columns, base)
-    colour = render.bar_style(cell)
-    whole, partial = render.bar_cells(cell.fraction, bar_w)
+class CardPainter:
+    """Draws one card's lines, and keeps each line while what it shows stays the same.
+
+    The metric lines (four of a card's five change nearly every second: the sparklines scroll)
+    are cut straight into segments, without building Rich Text: a line's label, bar and value
+    are kept while they read the same, its sparkline is shifted by one cell when the history
+    moved by one point, and a line that shows what it showed before is the same ``Line`` object,
+    so the chip area repaints only lines that changed, and compares them by identity.
+    """
+
+    def __init__(self) -> None:
+        self._head: Tuple[object, Line] = ((), ())
+        self._metrics: List[_MetricLine] = []
+        self._problems: Tuple[object, List[Line]] = ((), [])
+        self._compact: Tuple[object, Line] = ((), ())
+
+    def card(
+        self,
+        chip: ChipSample,
+        history: History,
+        width: int,
+        in_group: bool,
+        row: ChipRow,
+        console: Console,
+        columns: int,
+        base: Style,
+        finish: Finish = None,
+    ) -> List[Line]:
+        """``card_lines`` drawn ``columns`` wide over ``base`` (each style turned by ``finish``)."""
+        key = chip.identity.key
+        bar_w, spark_w = _widths(width)
+        head_key = (row.identity, row.stale, chip.health, in_group, console, columns, base, finish)
+        if head_key != self._head[0]:  # a card's title changes only with its identity, health or staleness
+            strip = text_strip(_head(chip, row, in_group), console, columns, base, finish)
+            self._head = (head_key, tuple(strip))
+        lines = [self._head[1]]
+        metrics = self._metrics
+        if len(metrics) != len(row.metrics):
+            metrics[:] = [_MetricLine() for _ in row.metrics]
+        for cell, drawn in zip(row.metrics, metrics):
+            values = history.values(key, cell.metric, last=spark_w)
+            lines.append(drawn.draw(cell, values, spark_w, bar_w, console, columns, base, finish))
+        problem_key = (chip.errors, chip.pcie, chip.health, width, console, columns, base, finish)
+        if problem_key != self._problems[0]:
+            drawn_problems = [
+                tuple(text_strip(t, console, columns, base, finish)) for t in problem_lines(chip, width)
+            ]
+            self._problems = (problem_key, drawn_problems)
+        return [*lines, *self._problems[1]]
+
+    def compact(
+        self,
+        chip: ChipSample,
+        history: History,
+        width: int,
+        in_group: bool,
+        row: ChipRow,
+        console: Console,
+        columns: int,
+        base: Style,
+        finish: Finish = None,
+    ) -> Line:
+        """``compact_line`` drawn ``columns`` wide over ``base``."""
+        text = compact_line(chip, history, width, in_group, row)
+        key = (text.plain, tuple(text.spans), text.style, console, columns, base, finish)
+        if key != self._compact[0]:
+            self._compact = (key, tuple(text_strip(text, console, columns, base, finish)))
+        return self._compact[1]
+
+
+class _MetricLine:
+    """One metric line of a card as last drawn: its label/bar/value part, its sparkline, the line."""
+
+    def __init__(self) -> None:
+        self.head_key: object = ()
+        self.head: Tuple[Segment, ...] = ()
+        self.head_length = 0
+        self.values: List[Optional[float]] = []
+        self.top: Optional[float] = None
+        self.spark = ""
+        self.key: object = ()
+        self.line: Line = ()
+
+    def draw(
+        self,
+        cell: MetricCell,
+        values: List[Optional[float]],
+        spark_w: int,
+        bar_w: int,
+        console: Console,
+        columns: int,
+        base: Style,
+        finish: Finish,
+    ) -> Line:
+        """The line for ``cell`` with the sparkline of ``values`` (``spark_w`` cells), ``columns`` wide."""
+        spark = self._spark(values, spark_w, cell.ceiling)
+        value = _card_value(cell)
+        colour = render.bar_style(cell)
+        bar = None if cell.fraction is None else render.bar_cells(cell.fraction, bar_w)
+        head_key = (cell.tag, bar, value, colour, bar_w, console, base, finish)
+        key = (head_key, spark, columns)
+        if key == self.key:
+            return self.line
+        if head_key != self.head_key:
+            segments = _metric_head(cell, bar_w, value, colour, console, base, finish)
+            self.head_key, self.head = head_key, tuple(segments)
+            self.head_length = sum(cell_len(segment.text) for segment in segments)
+        segments = list(self.head)
+        if spark:  # the sparkline's characters are one cell each
+            segments.append(
+                Segment(spark, combined_style(console, base, ("bold", render.SPARK_STYLE), finish))
+            )
+        self.key = key
+        self.line = fitted_segments(
+            segments, self.head_length + len(spark), columns, finish(base) if finish else base
+        )
+        return self.line
+
+    def _spark(self, values: List[Optional[float]], width: int, ceiling: Optional[float]) -> str:
+        """``render.spark_cells``; when the window only moved by one point on a fixed scale, the
+        last sparkline shifted by one cell (the same characters, without redrawing them all)."""
+        same_window = len(values) == width == len(self.values) == len(self.spark)
+        moved = same_window and values[:-1] == self.values[1:]
+        if ceiling and moved and self.top == ceiling:
+            spark = self.spark[1:] + render.spark_cells(values[-1:], 1, ceiling)
+        else:
+            spark = render.spark_cells(values, width, ceiling)
+        self.values, self.top, self.spark = values, ceiling, spark
+        return spark
+
+
+def _metric_head(
+    cell: MetricCell, bar_w: int, value: str, colour: str, console: Console, base: Style, finish: Finish
+) -> List[Segment]:
+    """A metric line's label, bar (or blank, or dim track) and value, as ``text_strip`` cuts
+    ``_metric_line``."""
 
     def styled(text: str, *spans: str) -> Segment:  # the line's own style is bold, then the spans
-        return Segment(text, combined_style(console, base, ("bold", *spans)))
+        return Segment(text, combined_style(console, base, ("bold", *spans), finish))
 
-    segments = [styled(f"{cell.tag:<{LABEL_WIDTH}}")]
+    label = f"{cell.tag:<{LABEL_WIDTH}}"
+    if cell.fraction is None and value != fmt.NA:  # a value with no scale (no rating): no bar
+        return [styled(label + " " * bar_w), styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold")]
+    if cell.fraction is None:  # n/a: a dim track
+        return [styled(label), styled("·" * bar_w, "dim"), styled(f" {value:>{VALUE_WIDTH - 2}} ", "dim")]
+    whole, partial = render.bar_cells(cell.fraction, bar_w)
+    segments = [styled(label)]
     if whole:
         segments.append(styled("█" * whole, colour))
     if whole < bar_w:
@@ -258,9 +257,7 @@ def _metric_strip(
         if bar_w - whole - 1:
             segments.append(styled("·" * (bar_w - whole - 1), colour, "dim"))
     segments.append(styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold" if value != fmt.NA else "dim"))
-    if spark:
-        segments.append(styled(spark, render.SPARK_STYLE))
-    return fitted_strip(segments, cell_len("".join(segment.text for segment in segments)), columns, base)
+    return segments
 
 
 #: How many of a chip's error codes its card lists (the detail screen shows them all).

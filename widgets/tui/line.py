@@ -8,13 +8,15 @@ which took the dashboard from about 10 % to under 3 % of a core (benchmarks/dash
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -151,7 +153,37 @@ class TextLines(Widget):
         )
 
 
-def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
+#: A style's final form on screen (``FilteredStyles``), or None for the style as it is.
+Finish = Optional[Callable[[Style], Style]]
+
+
+class FilteredStyles:
+    """Each style as the app's line filters (ANSI → true colour, NO_COLOR's monochrome …) turn it.
+
+    Textual filters every line a widget renders, segment by segment; a widget that gives the
+    compositor its lines already filtered (the chip area) looks each style up once here instead:
+    the filters act on each segment's style alone, so a style's filtered form is the same in
+    every line.
+    """
+
+    def __init__(self, filters: Sequence[LineFilter], background: Color) -> None:
+        self._filters = tuple(filters)
+        self._background = background
+        self._styles: Dict[Style, Style] = {}
+
+    def __call__(self, style: Style) -> Style:
+        done = self._styles.get(style)
+        if done is None:
+            if len(self._styles) >= _CACHE_MAX:
+                self._styles.clear()
+            segments = [Segment(" ", style)]
+            for line_filter in self._filters:
+                segments = line_filter.apply(segments, self._background)
+            done = self._styles[style] = segments[0].style or style
+        return done
+
+
+def text_strip(text: Text, console: Console, width: int, base: Style, finish: Finish = None) -> Strip:
     """``text`` as one screen line ``width`` cells wide, every segment styled over ``base``.
 
     ``base`` is the widget's own style, as textual's line-API widgets apply it.  Every segment
@@ -164,16 +196,17 @@ def text_strip(text: Text, console: Console, width: int, base: Style) -> Strip:
     the Text's style and then every span over it, in order), but each combination of styles is
     looked up once for all lines and frames: Rich sorts span events and combines styles afresh
     for every segment of every line, which was a third of a frame's own CPU.
+    ``finish`` turns each style into its final form (``FilteredStyles``).
     """
     plain = text.plain
-    key = (console, base, text.style, len(plain), tuple(text.spans))
+    key = (console, base, finish, text.style, len(plain), tuple(text.spans))
     layout = _LAYOUTS.get(key)
     if layout is None:
-        layout = _LAYOUTS[key] = _layout(text, console, base)
-        if len(_LAYOUTS) > _CACHE_MAX:  # a hostile stream of lines cannot grow it past this
+        if len(_LAYOUTS) >= _CACHE_MAX:  # a hostile stream of lines cannot grow it past this
             _LAYOUTS.clear()
+        layout = _LAYOUTS[key] = _layout(text, console, base, finish)
     segments = [Segment(plain[left:right], style) for left, right, style in layout]
-    return fitted_strip(segments, cell_len(plain), width, base)
+    return fitted_strip(segments, cell_len(plain), width, finish(base) if finish else base)
 
 
 def fitted_strip(segments: List[Segment], length: int, width: int, base: Style) -> Strip:
@@ -186,40 +219,57 @@ def fitted_strip(segments: List[Segment], length: int, width: int, base: Style) 
     return Strip(segments, width)
 
 
+def fitted_segments(segments: List[Segment], length: int, width: int, base: Style) -> Tuple[Segment, ...]:
+    """``fitted_strip``'s segments, without building a Strip when the line fits."""
+    if length > width:
+        return tuple(Strip(segments, length).adjust_cell_length(width, base))
+    if length < width:
+        segments.append(Segment(" " * (width - length), base))
+    return tuple(segments)
+
+
 #: (console, base, Text style, length, spans) → the line's cuts: a card's lines keep their spans
 #: from one second to the next while their characters change.
 _LAYOUTS: Dict[Tuple[object, ...], List[Tuple[int, int, Style]]] = {}
 
 
-def _layout(text: Text, console: Console, base: Style) -> List[Tuple[int, int, Style]]:
+def _layout(text: Text, console: Console, base: Style, finish: Finish) -> List[Tuple[int, int, Style]]:
     """Where ``Text.render`` cuts ``text`` into segments, and each segment's style over ``base``."""
     end = len(text.plain)
     outer = text.style
     spans = [span for span in text.spans if span.start < min(span.end, end)]
     if not spans:
-        return [(0, end, _combined(console, base, (outer,)))] if end else []
+        return [(0, end, _combined(console, base, (outer,), finish))] if end else []
     cuts = sorted({0, end, *(span.start for span in spans), *(min(span.end, end) for span in spans)})
     return [
-        (left, right, _combined(console, base, (outer, *(s.style for s in spans if s.start <= left < s.end))))
+        (
+            left,
+            right,
+            _combined(console, base, (outer, *(s.style for s in spans if s.start <= left < s.end)), finish),
+        )
         for left, right in zip(cuts, cuts[1:])
     ]
 
 
-_StyleKey = Tuple[Console, Style, Tuple[Union[str, Style], ...]]
+_StyleKey = Tuple[Console, Style, Tuple[Union[str, Style], ...], Finish]
 _COMBINED: Dict[_StyleKey, Style] = {}
 #: The dashboard draws a few dozen style combinations and a few hundred layouts: no cache grows past this.
 _CACHE_MAX = 4096
 
 
-def combined_style(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:
+def combined_style(
+    console: Console, base: Style, styles: Tuple[Union[str, Style], ...], finish: Finish = None
+) -> Style:
     """``base`` + ``styles`` in order: the style ``text_strip`` gives a segment under those styles
-    (a Text's own style, then each span over the segment)."""
-    return _combined(console, base, styles)
+    (a Text's own style, then each span over the segment), turned by ``finish`` when given."""
+    return _combined(console, base, styles, finish)
 
 
-def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ...]) -> Style:
+def _combined(
+    console: Console, base: Style, styles: Tuple[Union[str, Style], ...], finish: Finish = None
+) -> Style:
     """``base`` + ``styles`` in order, as ``Text.render`` combines them and ``text_strip`` adds the base."""
-    key = (console, base, styles)
+    key = (console, base, styles, finish)
     style = _COMBINED.get(key)
     if style is None:
         if len(_COMBINED) >= _CACHE_MAX:
@@ -228,6 +278,8 @@ def _combined(console: Console, base: Style, styles: Tuple[Union[str, Style], ..
         style = base
         for name in styles:
             style += console.get_style(name, default=null)
+        if finish is not None:
+            style = finish(style)
         _COMBINED[key] = style
     return style
 

@@ -1,6 +1,8 @@
-"""Provides the messages the sampling worker posts to the dashboard."""
+"""Provides the dashboard's messages: a sample is ready, the sampler failed, a chip was chosen."""
 
 from __future__ import annotations
+
+from typing import Tuple
 
 from textual.message import Message
 
@@ -26,3 +28,11 @@ class SamplerFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class ChipSelected(Message):
+    """The user asked for a chip's detail screen (Enter on a card or a line, or a click)."""
+
+    def __init__(self, key: Tuple[int, int]) -> None:
+        super().__init__()
+        self.key = key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -22,6 +22,32 @@ from npuwatch.widgets.tui.line import combined_style, fitted_strip, text_strip
 from npuwatch.widgets.view_model import process_row
 
 COLUMNS = ("NPU", "Chip", "PID", "User", "NPU mem", "%CPU", "RSS", "Elapsed", "Command")
+
+
+class Cell(NamedTuple):
+    """One cell of the table: its text, its style, and a dim note after the text (why the host
+    cannot see a process), cheaper than a Rich Text per cell (a table of sixteen rows makes
+    ~150 cells a second)."""
+
+    plain: str
+    style: str = ""
+    note: str = ""  # a tail of ``plain`` drawn dim italic
+
+    @property
+    def spans(self) -> bool:
+        """Whether the cell has more than one style."""
+        return bool(self.note)
+
+    def text(self) -> Text:
+        """The cell as Rich Text."""
+        head = self.plain[: len(self.plain) - len(self.note)]
+        text = Text(head, style=self.style)
+        if self.note:
+            text.append(self.note, style="dim italic")
+        return text
+
+
+Row = Tuple[Cell, ...]
 
 # Sort orders `s` cycles through: (name, key, descending).
 SORTS: Tuple[Tuple[str, Callable[[NpuProcess], tuple], bool], ...] = (
@@ -57,7 +83,10 @@ class ProcessTable(ScrollView, can_focus=True):
         self.processes: Sequence[NpuProcess] = ()
         # The snapshot's time, so re-sorting or filtering a replay keeps the same Elapsed column.
         self.now_s: Optional[float] = None
-        self.rows: List[Tuple[Text, ...]] = []
+        self.rows: List[Row] = []
+        self._drawn_rows: List[Row] = []  # what ``_strips`` show
+        self._widths: List[int] = []
+        self._sorted_by = -1  # the sort the header underlines
         self._strips: List[Strip] = []
         self._header = Strip.blank(0)
         self._drawn_for: Optional[Tuple[int, Style]] = None  # (width, widget style) of the strips
@@ -89,23 +118,29 @@ class ProcessTable(ScrollView, can_focus=True):
         self._repaint((width, self.visual_style.rich_style))
 
     def _repaint(self, frame: Tuple[int, Style]) -> None:
-        """Draw the rows now and repaint the lines that changed: the border and its title, the
+        """Draw the rows that changed now and repaint their lines: the border and its title, the
         column header and the blank lines under the rows mostly stay as they are."""
-        drawn, header, strips = self._drawn_for, self._header, self._strips
-        if drawn != frame:  # never drawn, resized or restyled: all of it, when it is painted
+        if self._drawn_for != frame:  # never drawn, resized or restyled: all of it, when it is painted
             self._drawn_for = None
             self.refresh()
             return
-        self._draw(*frame)
-        if self._header != header or len(self._strips) != len(strips):  # columns or rows moved
+        widths, drawn = self._widths, self._drawn_rows
+        moved = _column_widths(self.rows) != widths or len(self.rows) != len(drawn)
+        if moved or self._sorted_by != self.sort_index:  # columns or rows moved, or the header changed
+            self._draw(*frame)
             self.refresh()
             return
-        top = self.scroll_offset.y
-        changed = [
-            Region(0, 1 + index - top, frame[0], 1)
-            for index, (was, now) in enumerate(zip(strips, self._strips))
-            if was != now
-        ]
+        console, (width, base) = self.app.console, frame
+        # Only rows on screen: textual clips a repaint to the screen, not to the widget, so a row
+        # scrolled out below would repaint the line under the table (the footer) every second.
+        top, height = self.scroll_offset.y, self.size.height
+        changed = []
+        for index, (was, now) in enumerate(zip(drawn, self.rows)):
+            if was != now:
+                self._strips[index] = row_strip(now, widths, console, width, base)
+                if 1 <= 1 + index - top < height:
+                    changed.append(Region(0, 1 + index - top, width, 1))
+        self._drawn_rows = list(self.rows)
         if changed:
             self.refresh(*changed)
 
@@ -132,9 +167,7 @@ class ProcessTable(ScrollView, can_focus=True):
             self.border_title = title
 
     def _draw(self, width: int, base: Style) -> None:
-        widths = [
-            max([len(COLUMNS[i]), *(len(row[i].plain) for row in self.rows)]) for i in range(len(COLUMNS))
-        ]
+        widths = _column_widths(self.rows)
         console = self.app.console
         self._column_starts = []
         header = Text(style="bold")
@@ -145,6 +178,7 @@ class ProcessTable(ScrollView, can_focus=True):
             )
         self._header = text_strip(header, console, width, base)
         self._strips = [row_strip(row, widths, console, width, base) for row in self.rows]
+        self._widths, self._drawn_rows, self._sorted_by = widths, list(self.rows), self.sort_index
         self._drawn_for = (width, base)
 
     def render_lines(self, crop: Region) -> List[Strip]:
@@ -180,7 +214,12 @@ class ProcessTable(ScrollView, can_focus=True):
             self.sort_by(names.index(COLUMNS[column]))
 
 
-def row_strip(row: Sequence[Text], widths: Sequence[int], console: Console, width: int, base: Style) -> Strip:
+def _column_widths(rows: Sequence[Row]) -> List[int]:
+    """Each column's width: its widest cell, or its name."""
+    return [max([len(COLUMNS[i]), *(len(row[i].plain) for row in rows)]) for i in range(len(COLUMNS))]
+
+
+def row_strip(row: Sequence[Cell], widths: Sequence[int], console: Console, width: int, base: Style) -> Strip:
     """A table row ``width`` cells wide over ``base``: each cell after a space, padded to its
     column's width; segment for segment what ``text_strip`` makes of the row joined as one Text
     (the unstyled stretches between styled cells are one segment), without building that Text."""
@@ -188,7 +227,7 @@ def row_strip(row: Sequence[Text], widths: Sequence[int], console: Console, widt
         line = Text()
         for cell, column in zip(row, widths):
             line.append(" ")
-            line.append_text(cell)
+            line.append_text(cell.text())
             line.append(" " * (column - len(cell.plain) + 1))
         return text_strip(line, console, width, base)
     plain = combined_style(console, base, ("",))
@@ -212,7 +251,7 @@ def row_strip(row: Sequence[Text], widths: Sequence[int], console: Console, widt
 
 def visible_rows(
     processes: Sequence[NpuProcess], sort_index: int, filter_text: str, user: str, now_s: float
-) -> List[Tuple[Text, ...]]:
+) -> List[Row]:
     """The table rows after filter and sort (pure, so it is testable without an app)."""
     _, key, descending = SORTS[sort_index]
     wanted = filter_text.lower()
@@ -229,16 +268,16 @@ def _haystack(process: NpuProcess) -> str:
     return " ".join(parts).lower()
 
 
-def _row(process: NpuProcess, user: str, now_s: float) -> Tuple[Text, ...]:
+def _row(process: NpuProcess, user: str, now_s: float) -> Row:
     """The view model's process row as cells: dim with the reason when the host cannot see it."""
     row = process_row(process, now_s, user=user)
     style = "bold" if row.own else ""
     ids = (str(row.npu_id), str(row.chip_id), row.pid)
     if row.no_host is not None:
         cells = (*ids, "—", row.npu_memory, "—", "—", "—")
-        command = Text(f"{inert(row.command)}  ", style=style)
-        command.append(f"({inert(row.no_host)})", style="dim italic")
-        return (*(Text(c, style="dim") for c in cells), command)
+        note = f"({inert(row.no_host)})"
+        command = Cell(f"{inert(row.command)}  {note}", style, note)
+        return (*(Cell(c, "dim") for c in cells), command)
     values = (*ids, row.user or "?", row.npu_memory, row.cpu, row.rss, row.elapsed, row.command)
     # The user, name and command line are whoever runs the job's: shown, never obeyed.
-    return tuple(Text(inert(c or "—"), style=style) for c in values)
+    return tuple(Cell(inert(c or "—"), style) for c in values)

@@ -1,0 +1,610 @@
+"""Provides ChipGrid: every chip of the dashboard, as cards in NPU boxes or one line each, drawn
+as ONE line-API widget.
+
+The chip area used to be a box widget per NPU holding a card widget per chip: 24 widgets that
+textual's compositor cut, styled and joined every second (every card's sparklines scroll each
+sample).  Here the boxes (rounded border, title, worst-health subtitle, padding) and the cards
+are drawn into whole screen lines by this widget, with the places textual's grid gave them
+(``chip_layout``) and the colours of the CSS (``npuwatch.tcss``: the ``chip-grid--*`` component
+classes), so the screen looks as before; a card's strips are rebuilt only when its chip changed,
+and only lines that changed are repainted.  The cursor is the focused card: Tab, Shift+Tab and
+the arrows move it, Enter or a click opens its chip's detail screen.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rich.segment import Segment
+from rich.style import Style as RichStyle
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.color import TRANSPARENT, Color
+from textual.content import Content
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.style import Style
+
+from npuwatch.history import History
+from npuwatch.judge import Judgement
+from npuwatch.model import ChipSample, Level
+from npuwatch.text_safety import inert
+from npuwatch.widgets.tui import render
+from npuwatch.widgets.tui.chip_layout import (
+    GROUP_FRAME_ROWS,
+    BoxPlace,
+    GroupShape,
+    Place,
+    place_grid,
+    place_lines,
+)
+from npuwatch.widgets.tui.chips import CardPainter, Line, card_lines, compact_line, problem_count
+from npuwatch.widgets.tui.line import FilteredStyles, text_strip
+from npuwatch.widgets.tui.messages import ChipSelected
+from npuwatch.widgets.view_model import ChipRow, chip_row, worst_health
+
+ChipKey = Tuple[int, int]
+#: The component classes a card's look comes from: its level's tint, or the focus.
+_LOOKS = {
+    Level.WARNING: "chip-grid--warning",
+    Level.CRITICAL: "chip-grid--critical",
+    Level.UNKNOWN: "chip-grid--unknown",
+}
+_FOCUS = "chip-grid--focus"
+EMPTY = "No NPU chips could be read: see the alerts line."
+EMPTY_LINES = ("", f" {EMPTY}", "")
+
+
+class Card:
+    """One chip's card: its latest sample, its row of the view model, and its strips as drawn."""
+
+    def __init__(self, chip: ChipSample, in_group: bool) -> None:
+        self.chip = chip
+        self.in_group = in_group
+        self.row: ChipRow = chip_row(chip)
+        self.place = Place(0, 0, 0, 0)
+        self.painter = CardPainter()
+        self.generation = 0  # counts the samples shown: a new one (and new history) redraws the card
+        self._lines: List[Line] = []
+        self._drawn_for: Optional[Tuple[object, ...]] = None
+
+    @property
+    def key(self) -> ChipKey:
+        return self.chip.identity.key
+
+    @property
+    def level(self) -> Level:
+        """The judge's level of the chip: the card's colour."""
+        return self.row.level
+
+    def height(self) -> int:
+        """The card's lines in card form: its title, a line per metric, a line per problem."""
+        return 1 + len(self.row.metrics) + problem_count(self.chip)
+
+
+def neighbour(regions: Sequence[Place], index: int, direction: str) -> Optional[int]:
+    """The card an arrow key moves to from ``regions[index]``, or None at an edge.
+
+    Left and right: the previous and next card in reading order.  Up and down: the nearest
+    row above or below, and in it the card whose middle is closest to this one's (in the
+    one-line form each chip is its own row, so they move one chip).
+    """
+    if direction in ("left", "right"):
+        target = index + (1 if direction == "right" else -1)
+        return target if 0 <= target < len(regions) else None
+    here = regions[index]
+    if direction == "up":
+        row = max((r.y for r in regions if r.y < here.y), default=None)
+    else:
+        row = min((r.y for r in regions if r.y > here.y), default=None)
+    if row is None:
+        return None
+    middle = here.x * 2 + here.width
+    in_row = [i for i, r in enumerate(regions) if r.y == row]
+    return min(in_row, key=lambda i: (abs(regions[i].x * 2 + regions[i].width - middle), i))
+
+
+class ChipGrid(ScrollView, can_focus=True):
+    """The chips: a card per chip in a box per NPU (wide), or a line per chip (compact)."""
+
+    COMPONENT_CLASSES = {
+        "chip-grid--box",
+        "chip-grid--stale",
+        "chip-grid--warning",
+        "chip-grid--critical",
+        "chip-grid--unknown",
+        "chip-grid--focus",
+        "chip-grid--empty",
+    }
+    BINDINGS = [
+        Binding("left", "move('left')", "Previous chip", show=False),
+        Binding("right", "move('right')", "Next chip", show=False),
+        Binding("up", "move('up')", "Chip above", show=False),
+        Binding("down", "move('down')", "Chip below", show=False),
+        Binding("tab", "step(1)", "Next chip", show=False),
+        Binding("shift+tab", "step(-1)", "Previous chip", show=False),
+        Binding("enter", "select", "Details", show=False),
+    ]
+
+    def __init__(self, history: History, id: Optional[str] = None) -> None:
+        super().__init__(id=id)
+        self.history = history
+        self.cards: List[Card] = []
+        self.groups: List[List[int]] = []  # the cards of each NPU, by index into ``cards``
+        self.compact = True
+        self.columns = 1
+        self.cursor = 0
+        self.boxes: List[BoxPlace] = []
+        self._lines: List[Strip] = []  # the whole area, a strip per line, as drawn
+        self._parts: List[List[Line]] = []  # what each line was drawn from
+        self._drawn_for: Optional[Tuple[object, ...]] = None
+        self._palette: Optional[_Palette] = None
+        self._palette_for: Optional[Tuple[object, ...]] = None
+        self._frames: Dict[Tuple[object, ...], Tuple[Line, Line]] = {}
+
+    # --- what it shows ---------------------------------------------------------------------
+
+    def set_chips(self, groups: Sequence[Sequence[ChipSample]]) -> None:
+        """Show these chips (grouped per NPU, in order): a new set of chips; the cursor goes to the
+        first card."""
+        self.cards, self.groups = [], []
+        for group in groups:
+            first = len(self.cards)
+            self.cards += [Card(chip, len(group) > 1) for chip in group]
+            self.groups.append(list(range(first, len(self.cards))))
+        self.cursor = 0
+        self._relayout()
+
+    def show(self, groups: Sequence[Sequence[ChipSample]], judgements: Mapping[ChipKey, Judgement]) -> bool:
+        """Newer samples of the same chips, with the judge's verdicts on them (``judge_snapshot``);
+        whether a card's height changed (a problem line came or went: the layout may change)."""
+        chips = [chip for group in groups for chip in group]
+        before = [card.height() for card in self.cards]
+        for card, chip in zip(self.cards, chips):
+            card.chip = chip
+            card.row = chip_row(chip, judgement=judgements.get(chip.identity.key))
+            card.generation += 1
+        grown = [card.height() for card in self.cards] != before
+        if grown and not self.compact:  # the boxes move
+            self._relayout()
+        else:
+            self._redraw()
+        return grown
+
+    def set_layout(self, compact: bool, columns: int) -> None:
+        """Cards in ``columns`` grid columns, or one line per chip (``compact``)."""
+        if (compact, columns) != (self.compact, self.columns):
+            self.compact, self.columns = compact, columns
+            self._relayout()
+
+    def shapes(self) -> List[GroupShape]:
+        """Each NPU box's shape in card form (for the layout's choice)."""
+        return [
+            GroupShape(len(group), max(self.cards[i].height() for i in group) + GROUP_FRAME_ROWS)
+            for group in self.groups
+        ]
+
+    @property
+    def cursor_card(self) -> Optional[Card]:
+        """The card the cursor is on (the focused card while the grid has the focus)."""
+        return self.cards[self.cursor] if self.cards else None
+
+    def card_texts(self, card: Card) -> List[Text]:
+        """What ``card`` shows, line by line, as text (read by tests)."""
+        width = max(20, card.place.width)
+        if self.compact:
+            return [compact_line(card.chip, self.history, width, card.in_group, card.row)]
+        return card_lines(card.chip, self.history, width, card.in_group, card.row)
+
+    def focus_card(self, index: int) -> None:
+        """Put the cursor on card ``index`` and scroll it into view."""
+        if not self.cards:
+            return
+        was, self.cursor = self.cursor, max(0, min(index, len(self.cards) - 1))
+        if was != self.cursor:
+            self._redraw()
+        place = self.cards[self.cursor].place
+        self.scroll_to_region(
+            Region(place.x, place.y, place.width, place.height), animate=False, immediate=True
+        )
+
+    # --- keys and the mouse ------------------------------------------------------------------
+
+    def action_move(self, direction: str) -> None:
+        if not self.cards:
+            return
+        target = neighbour([card.place for card in self.cards], self.cursor, direction)
+        if target is not None:
+            self.focus_card(target)
+
+    def action_step(self, step: int) -> None:
+        """Tab and Shift+Tab: the next or previous card, then on past the last (or first) one."""
+        target = self.cursor + step
+        if 0 <= target < len(self.cards):
+            self.focus_card(target)
+        elif step > 0:
+            self.screen.focus_next()
+        else:
+            self.screen.focus_previous()
+
+    def action_select(self) -> None:
+        card = self.cursor_card
+        if card is not None:
+            self.post_message(ChipSelected(card.key))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        x, y = offset.x + int(self.scroll_x), offset.y + int(self.scroll_y)
+        for index, card in enumerate(self.cards):
+            place = card.place
+            if place.x <= x < place.x + place.width and place.y <= y < place.y + place.height:
+                self.focus_card(index)
+                self.post_message(ChipSelected(card.key))
+                return
+
+    def on_focus(self) -> None:
+        self._redraw()
+
+    def on_blur(self) -> None:
+        self._redraw()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette_for = None
+
+    # --- layout and drawing -------------------------------------------------------------------
+
+    def _width(self) -> int:
+        return self.scrollable_content_region.width
+
+    def _relayout(self) -> None:
+        """Place the boxes and cards again (the chips, the layout or a card's height changed)."""
+        width = self._width()
+        self._place(width)
+        # No chips: the line saying so, with a blank line each side.
+        height = _bottom(self.boxes) if self.cards else len(EMPTY_LINES)
+        self._drawn_for = None
+        if self.virtual_size != Size(width, height):
+            self.virtual_size = Size(width, height)
+            self.refresh(layout=True)
+        self.refresh()
+
+    def _place(self, width: int) -> None:
+        if self.compact:
+            self.boxes = place_lines([len(group) for group in self.groups], width)
+        else:
+            heights = [[self.cards[i].height() for i in group] for group in self.groups]
+            self.boxes = place_grid(heights, width, self.columns)
+        for box, group in zip(self.boxes, self.groups):
+            for place, index in zip(box.cards, group):
+                self.cards[index].place = place
+        self._parts = []
+
+    def _frame_key(self) -> Tuple[object, ...]:
+        return (self._width(), self.compact, self.columns, self._palette_key(), self.has_focus)
+
+    def _redraw(self) -> None:
+        """Draw the lines again and repaint those that changed."""
+        if self._drawn_for != self._frame_key():
+            self._drawn_for = None
+            self.refresh()
+            return
+        changed = self._draw()
+        top, height, width = int(self.scroll_y), self.size.height, self._width()
+        regions = [Region(0, y - top, width, 1) for y in changed if top <= y < top + height]
+        if regions:
+            self.refresh(*regions)
+
+    def _draw(self) -> List[int]:
+        """Draw every line of the area from the cards' lines and the boxes' frames; the lines that
+        changed.  A line is made of parts (a card's line, a border, a blank run) that are the same
+        objects while they show the same: a line whose parts are all as before is kept as it is."""
+        width = self._width()
+        palette = self._get_palette()
+        if width != self.virtual_size.width:
+            self._place(width)
+            self.virtual_size = Size(width, self.virtual_size.height)
+        if width <= 0:
+            self._lines, self._parts = [], []
+            return []
+        if not self.cards:
+            self._lines, self._parts = self._empty_lines(width, palette), []
+            return list(range(len(self._lines)))
+        focused = self.cursor if self.has_focus else -1
+        cards = [self._card_lines(card, index == focused, palette) for index, card in enumerate(self.cards)]
+        height = _bottom(self.boxes)
+        rows: List[List[Line]] = [[] for _ in range(height)]
+        ends = [0] * height
+        for index, box in enumerate(self.boxes):
+            self._draw_box(box, index, cards, palette, rows, ends)
+        for parts, end in zip(rows, ends):
+            if end < width:
+                parts.append(palette.blank_run(width - end))
+        before, lines = self._parts, self._lines
+        if len(before) != height or len(lines) != height:
+            lines = [Strip([segment for part in parts for segment in part], width) for parts in rows]
+            self._parts, self._lines = rows, lines
+            return list(range(height))
+        changed = []
+        for y, (was, now) in enumerate(zip(before, rows)):
+            if len(was) != len(now) or any(a is not b for a, b in zip(was, now)):
+                lines[y] = Strip([segment for part in now for segment in part], width)
+                changed.append(y)
+        self._parts = rows
+        return changed
+
+    def _draw_box(
+        self,
+        box: BoxPlace,
+        index: int,
+        cards: List[List[Line]],
+        palette: _Palette,
+        rows: List[List[Line]],
+        ends: List[int],
+    ) -> None:
+        """Add ``box`` (its frame and its cards) to the lines it covers."""
+        outer = box.box
+        first = outer.y
+        group = self.groups[index]
+        stale = self._stale(group)
+        if box.framed:
+            top, bottom = self._box_frames(index, outer.width, palette)
+        for y in range(first, min(len(rows), first + outer.height)):
+            parts = rows[y]
+            if outer.x > ends[y]:
+                parts.append(palette.blank_run(outer.x - ends[y]))
+            if box.framed and y == first:
+                parts.append(top)
+            elif box.framed and y == first + outer.height - 1:
+                parts.append(bottom)
+            else:
+                self._box_line(box, group, cards, palette, y, parts, stale)
+            ends[y] = outer.x + outer.width
+
+    def _box_line(
+        self,
+        box: BoxPlace,
+        group: List[int],
+        cards: List[List[Line]],
+        palette: _Palette,
+        y: int,
+        parts: List[Line],
+        stale: bool,
+    ) -> None:
+        """One line inside ``box``: its side borders and padding around its cards' lines."""
+        outer = box.box
+        x = outer.x
+        if box.framed:
+            parts.append(palette.side(stale))
+            x += 1
+        for place, index in zip(box.cards, group):
+            if not box.framed and not place.y <= y < place.y + place.height:
+                continue  # the one-line form: the chips of an NPU are one under the other
+            if place.x > x:
+                parts.append(palette.blank_run(place.x - x))
+            line = y - place.y
+            card = cards[index]
+            parts.append(card[line] if 0 <= line < len(card) else palette.blank_run(place.width))
+            x = place.x + place.width
+        right = outer.x + outer.width - (1 if box.framed else 0)
+        if right > x:
+            parts.append(palette.blank_run(right - x))
+        if box.framed:
+            parts.append(palette.side(stale))
+
+    def _stale(self, group: List[int]) -> bool:
+        return any(self.cards[i].row.stale for i in group)
+
+    def labels(self, group: int) -> Tuple[str, str]:
+        """NPU box ``group``'s title (its NPU and model, and how many chips when several) and
+        subtitle (the worst health of its chips, for a box of several chips)."""
+        chips = [self.cards[i].chip for i in self.groups[group]]
+        first = chips[0].identity
+        count = f" · {len(chips)} chips" if len(chips) > 1 else ""
+        title = f"NPU {first.npu_id} · {inert(first.name or 'unknown model')}{count}"
+        if len(chips) < 2:  # one card shows its own badge; a box of several sums up the worst
+            return title, ""
+        return title, render.badge(worst_health([chip.health for chip in chips])).plain.strip()
+
+    def _box_frames(self, group: int, width: int, palette: _Palette) -> Tuple[Line, Line]:
+        """The box's top border with its title and its bottom border with its subtitle, drawn
+        once until they change."""
+        title, subtitle = self.labels(group)
+        stale = self._stale(self.groups[group])
+        key = (title, subtitle, stale, width, palette)
+        frames = self._frames.get(key)
+        if frames is None:
+            if len(self._frames) > 256:
+                self._frames.clear()
+            frames = (palette.edge(title, width, True, stale), palette.edge(subtitle, width, False, stale))
+            self._frames[key] = frames
+        return frames
+
+    def _card_lines(self, card: Card, focused: bool, palette: _Palette) -> List[Line]:
+        """The card's lines ``card.place.width`` wide, in its level's or the focus's colours."""
+        width = card.place.width
+        base = palette.focus if focused else palette.looks.get(card.row.level, palette.plain)
+        key = (card.generation, width, base, self.compact, palette.finish)
+        if key == card._drawn_for:
+            return card._lines
+        console, finish, room = self.app.console, palette.finish, max(20, width)
+        if self.compact:
+            lines = [
+                card.painter.compact(
+                    card.chip, self.history, room, card.in_group, card.row, console, width, base, finish
+                )
+            ]
+        else:
+            lines = card.painter.card(
+                card.chip, self.history, room, card.in_group, card.row, console, width, base, finish
+            )
+        card._lines, card._drawn_for = lines, key
+        return lines
+
+    def _empty_lines(self, width: int, palette: _Palette) -> List[Strip]:
+        blank = Strip(list(palette.blank_run(width)), width)
+        text = Text(f" {EMPTY}", style=palette.empty)
+        return [blank, text_strip(text, self.app.console, width, palette.inner_rich, palette.finish), blank]
+
+    # --- colours --------------------------------------------------------------------------
+
+    def _palette_key(self) -> Tuple[object, ...]:
+        # The theme's colours, and the line filters (NO_COLOR, ANSI → true colour) the styles go through.
+        return (self.app.theme, self.visual_style, tuple(self.get_line_filters()))
+
+    def _get_palette(self) -> _Palette:
+        key = self._palette_key()
+        if self._palette is None or self._palette_for != key:
+            self._palette = _Palette(self)
+            self._palette_for = key
+            self._frames.clear()
+        return self._palette
+
+    # --- textual's line API ------------------------------------------------------------------
+
+    def render_lines(self, crop: Region) -> List[Strip]:
+        """The lines as drawn.
+
+        Their styles are already what the app's line filters make of them (``FilteredStyles``),
+        so they go to the compositor as they are: textual's styles cache would copy every
+        repainted line to add a padding and border this widget does not have, and filter each
+        copy afresh, segment by segment.
+        """
+        if self._drawn_for != self._frame_key():
+            self._draw()
+            self._drawn_for = self._frame_key()
+        width = self.size.width
+        top = int(self.scroll_y)
+        lines = self._lines
+        palette = self._get_palette()
+        strips = []
+        for y in crop.line_range:
+            index = top + y
+            strip = lines[index] if 0 <= index < len(lines) else None
+            if strip is None or strip.cell_length != width:
+                blank = Strip(list(palette.blank_run(width)), width)
+                strip = blank if strip is None else strip.adjust_cell_length(width, palette.blank)
+            strips.append(strip)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        return self.render_lines(Region(0, y, self.size.width, 1))[0]
+
+
+def _bottom(boxes: Sequence[BoxPlace]) -> int:
+    return max((box.box.y + box.box.height for box in boxes), default=0)
+
+
+class _Palette:
+    """The styles the grid draws with, from its CSS (theme-dependent): blank, borders, titles, cards.
+
+    ``finish`` turns a style into what the app's line filters make of it; every segment the grid
+    draws has its finished style.  The cards' bases are not finished: a card's line combines them
+    with its own styles first (``CardPainter``).
+    """
+
+    def __init__(self, grid: ChipGrid) -> None:
+        base_background, background = grid.background_colors
+        self.finish = FilteredStyles(grid.get_line_filters(), background)
+        finish = self.finish
+        self.inner = Style(background=base_background + background)
+        self.inner_rich: RichStyle = self.inner.rich_style
+        self.blank: RichStyle = finish(self.inner_rich)
+        self._blanks: Dict[int, Line] = {}
+        own = grid.visual_style
+        self.plain: RichStyle = own.rich_style
+        self.looks: Dict[Level, RichStyle] = {
+            level: grid.get_visual_style(name).rich_style for level, name in _LOOKS.items()
+        }
+        self.focus: RichStyle = grid.get_visual_style(_FOCUS).rich_style
+        self.empty: RichStyle = grid.get_visual_style("chip-grid--empty").rich_style
+        box = grid.get_component_styles("chip-grid--box")
+        stale = grid.get_component_styles("chip-grid--stale")
+        self._borders = {
+            False: self.inner + Style(foreground=base_background + box.border.top[1]),
+            True: self.inner + Style(foreground=base_background + stale.border.top[1]),
+        }
+        self._sides = {
+            stale_: (Segment("│", finish(style.rich_style)),) for stale_, style in self._borders.items()
+        }
+        label_background = base_background + background
+        self._labels = {
+            True: _label_style(
+                box.auto_border_title_color,
+                box.border_title_color,
+                box.border_title_background,
+                box.border_title_style,
+                base_background,
+                label_background,
+            ),
+            False: _label_style(
+                box.auto_border_subtitle_color,
+                box.border_subtitle_color,
+                box.border_subtitle_background,
+                box.border_subtitle_style,
+                base_background,
+                label_background,
+            ),
+        }
+
+    def side(self, stale: bool) -> Line:
+        """A box's left or right border cell."""
+        return self._sides[stale]
+
+    def blank_run(self, width: int) -> Line:
+        """``width`` blank cells (the same object for the same width)."""
+        run = self._blanks.get(width)
+        if run is None:
+            run = self._blanks[width] = (Segment(" " * width, self.blank),)
+        return run
+
+    def edge(self, label: str, width: int, top: bool, stale: bool) -> Line:
+        """A box's top (title on the left) or bottom (subtitle on the right) border, ``width`` wide,
+        as textual draws a ``round`` border with its labels."""
+        border = self._borders[stale]
+        finish = self.finish
+        style = finish(border.rich_style)
+        left, fill, right = ("╭", "─", "╮") if top else ("╰", "─", "╯")
+        segments: List[Segment] = []
+        if label and width - 2 > 4:
+            text = Content(label).truncate(width - 6, ellipsis=True).pad_left(1).pad_right(1)
+            labelled = text.stylize_before(self._labels[top]).render_segments(border)
+            segments = [Segment(t, finish(s) if s is not None else style) for t, s, _ in labelled]
+        length = sum(segment.cell_length for segment in segments)
+        room = max(0, width - 2 - length)
+        line = [Segment(left, style)]
+        if not room:
+            line += segments
+        elif not length:
+            line.append(Segment(fill * room, style))
+        elif top:
+            line += [Segment(fill, style), *segments, Segment(fill * (room - 1), style)]
+        else:
+            line += [Segment(fill * (room - 1), style), *segments, Segment(fill, style)]
+        line.append(Segment(right, style))
+        return tuple(line)
+
+
+def _label_style(
+    auto: bool,
+    color: Color,
+    background: Color,
+    style: RichStyle,
+    base_background: Color,
+    label_background: Color,
+) -> Style:
+    """A border label's style, as textual's styles cache combines it."""
+    if auto:
+        color = base_background.get_contrast_text(color.a)
+    visual = Style.from_rich_style(style)
+    return visual + Style(
+        (label_background + background) if background.a else TRANSPARENT,
+        (label_background + color) if color.a else TRANSPARENT,
+    )
