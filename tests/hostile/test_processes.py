@@ -103,14 +103,31 @@ def _npu_smi_in_flight(marker: str) -> Callable[[], bool]:
 # --- 1: nothing npuwatch starts outlives it ---------------------------------------------------------
 
 
+def _dcmi_worker_in_flight(marker: str) -> Callable[[], bool]:
+    return lambda: any("npuwatch.probes.dcmi.worker" in " ".join(p.cmdline()) for p in _marked(marker))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["q", "SIGTERM", "SIGHUP", "SIGINT"])
-def test_quitting_the_dashboard_while_npu_smi_hangs_leaves_no_npu_smi(terminal, tmp_path, marker, how):  # noqa: F811
+@pytest.mark.parametrize(
+    ("scenario", "backend", "hung"),
+    [("npu-smi-hang", "npu-smi", "npu-smi"), ("dcmi-hang", "dcmi", "DCMI worker")],
+)
+def test_quitting_the_dashboard_while_the_chip_source_hangs_leaves_nothing(
+    terminal,  # noqa: F811
+    tmp_path,
+    marker,
+    how,
+    scenario,
+    backend,
+    hung,
+):
     env = _environ(tmp_path)
-    program = ["env", f"TMPDIR={env['TMPDIR']}", str(NPUWATCH), "--demo", "npu-smi-hang", "--timeout", "30"]
-    terminal.start(program, 120, 40)
-    terminal.wait_text("demo:npu-smi-hang")
-    _wait_for(_npu_smi_in_flight(marker), "the hung npu-smi")
+    program = ["env", f"TMPDIR={env['TMPDIR']}", str(NPUWATCH), "--demo", scenario, "--backend", backend]
+    terminal.start([*program, "--timeout", "30"], 120, 40)
+    terminal.wait_text(f"demo:{scenario}")
+    in_flight = _npu_smi_in_flight(marker) if backend == "npu-smi" else _dcmi_worker_in_flight(marker)
+    _wait_for(in_flight, f"the hung {hung}")
     if how == "q":
         terminal.keys("q")
     else:
