@@ -199,18 +199,24 @@ class Worker:
             return answer
 
     def close(self) -> None:
-        """End the worker and all it started; later ticks answer ``closed``.  Idempotent."""
+        """End the worker and all it started; later ticks answer ``closed``.  Idempotent.
+
+        Never waits for a request in flight (npuwatch is quitting: ``q`` must not wait out a hung
+        call's deadline): the worker is killed at once, and the request's ``tick()`` answers with
+        the worker's death.
+        """
         self._closed = True
-        if self._lock.acquire(timeout=self.timeout_s + runner.KILL_GRACE_S):
-            try:
-                self._end(polite=True)
-                self._reap_dying(wait_s=runner.KILL_GRACE_S / 2)
-            finally:
-                self._lock.release()
-            return
-        proc = self._proc  # a request is stuck: kill from here; its tick() then answers
-        if proc is not None:
-            runner.kill_tree(proc)
+        if not self._lock.acquire(blocking=False):
+            proc = self._proc  # a request is in flight: kill from here, then let it answer
+            if proc is not None:
+                runner.kill_tree(proc)
+            if not self._lock.acquire(timeout=runner.KILL_GRACE_S):
+                return  # the request's thread ends it (it sees the worker gone)
+        try:
+            self._end(polite=True)
+            self._reap_dying(wait_s=runner.KILL_GRACE_S / 2)
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Worker:
         return self

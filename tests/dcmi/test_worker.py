@@ -216,6 +216,30 @@ def test_close_ends_the_worker_and_later_ticks_say_closed(tmp_path):
     worker.close()  # idempotent
 
 
+def test_close_during_a_hung_tick_kills_the_worker_at_once_and_the_tick_answers(tmp_path):
+    """Quitting npuwatch must not wait out a hung call's deadline (``q`` took 27 s on dcmi-hang)."""
+    import threading
+
+    with _worker(tmp_path, "hang-tick-once", timeout_s=60.0) as worker:
+        worker.start()
+        answers = []
+        ticking = threading.Thread(target=lambda: answers.append(worker.tick()), daemon=True)
+        ticking.start()
+        deadline = time.monotonic() + 20.0
+        while not (tmp_path / "mark").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the stand-in marks the hang it entered
+        assert (tmp_path / "mark").exists() and ticking.is_alive()
+        hung_pid = worker.pid
+        assert hung_pid is not None
+        worker.close()  # not bounded by the 60 s deadline
+        assert _gone(hung_pid, within_s=5.0)
+        ticking.join(timeout=5.0)
+        assert not ticking.is_alive()
+        (answer,) = answers
+        assert isinstance(answer, WorkerFailure) and answer.kind in ("crash", "closed")
+        assert worker.pid is None  # closed: no fresh worker started after it
+
+
 def test_records_cross_the_pipe_as_the_records_module_s_own(tmp_path):
     with _worker(tmp_path) as worker:
         tick = _tick(worker)
