@@ -170,9 +170,15 @@ def _cmd_live(args: argparse.Namespace) -> int:
         from npuwatch.live_text import run_live
 
         return run_live(options)
-    from npuwatch.widgets.tui.app import run_dashboard
+    from npuwatch.feeds import OpeningFeed
 
-    return run_dashboard(options)
+    opening = OpeningFeed(options)  # the demo's tree and DCMI's worker start while textual imports
+    try:
+        from npuwatch.widgets.tui.app import run_dashboard
+
+        return run_dashboard(options, opening)
+    finally:
+        opening.close()
 
 
 _COMMANDS: Dict[str, Callable[[argparse.Namespace], int]] = {

@@ -254,3 +254,27 @@ def test_the_magic_parses_its_line_without_loading_the_command_line():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "False"
+
+
+def test_an_opening_feed_hands_over_the_feed_and_the_demo_says_which_fake_it_runs():
+    from npuwatch.feeds import OpeningFeed
+
+    opening = OpeningFeed(FeedOptions(demo="a3"))
+    feed, banner = opening.result()
+    with feed:
+        assert banner.startswith("demo a3: chips through fake ")  # "fake libdcmi.so (C, …)" or the stand-in
+        assert banner.endswith("; a simulated npu-smi as the fallback")
+        assert len(feed.sample().chips) == 16
+    opening.close()  # taken: closing the opening leaves the feed to its owner
+
+
+def test_an_opening_feed_raises_what_opening_raised_and_closes_a_feed_nobody_took(tmp_path):
+    from npuwatch.feeds import OpeningFeed
+
+    with pytest.raises(UsageError, match=r"--replay .*no such file"):
+        OpeningFeed(FeedOptions(replay=str(tmp_path / "missing.txt"))).result()
+    opening = OpeningFeed(FeedOptions(demo="910b-training", backend="npu-smi"))
+    opening.close()  # never taken: the demo's tree goes with it
+    assert opening.result()[0] is not None
+    root = opening.result()[0].sysroot.root  # type: ignore[attr-defined]
+    assert not root.exists()
