@@ -135,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"{args.scenario}, 1 s interval, {args.seconds:g} s per backend, load {os.getloadavg()[0]:.2f}")
     print(
         "| backend | chips | whole tree CPU / tick | / minute | own process / tick | sampling thread / tick |"
-    )  # noqa: E501
+    )
     print("|---|---|---|---|---|---|")
     for f in figures:
         per_minute_s = f.tree_cpu_ms_per_tick * 60 / 1000

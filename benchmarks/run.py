@@ -4,6 +4,7 @@ Run: python benchmarks/run.py [--quick] [--skip dashboard,notebook,exporter] [--
 
 Sections (``--skip`` takes their names): ``core`` (parse cost at 1, 8, 16, 64 chips; one sampler
 tick at 8 and 16 chips), ``startup`` (``npuwatch check`` against ``python -c pass``, imports),
+``backends`` (``benchmarks/backends.py``: DCMI against npu-smi, whole-tree CPU and first screen),
 ``dashboard`` (60 s of ``--demo a3`` at 1 s in tmux), ``notebook`` (a Jupyter kernel with the live
 view for 60 s, after 10 s idle) and ``exporter`` (``benchmarks/exporter.py``: 50 scrapers against
 ``npuwatch serve --demo a3``, run as a subprocess).  ``--quick`` shortens every phase to a few
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("core", "startup", "dashboard", "notebook", "exporter")
+SECTIONS = ("core", "startup", "backends", "dashboard", "notebook", "exporter")
 EXPORTER_KEYS = ("requests", "errors", "p50_ms", "p99_ms", "server_cpu_percent", "server_rss_mb")
 
 
@@ -57,6 +58,7 @@ class Durations:
     """How long each phase runs: the published figures, or a smoke run's."""
 
     startup_runs: int
+    backend_s: float
     dashboard_s: float
     dashboard_warmup_s: float
     notebook_s: float
@@ -67,8 +69,8 @@ class Durations:
     @staticmethod
     def for_run(quick: bool) -> Durations:
         if quick:
-            return Durations(5, 5.0, 2.0, 5.0, 3.0, 2.0, 5.0)
-        return Durations(21, 60.0, 5.0, 60.0, 10.0, 5.0, 30.0)
+            return Durations(5, 5.0, 5.0, 2.0, 5.0, 3.0, 2.0, 5.0)
+        return Durations(21, 30.0, 60.0, 5.0, 60.0, 10.0, 5.0, 30.0)
 
 
 def _below(section: str, figure: str, value: float, target: float, unit: str, digits: int = 1) -> Row:
@@ -121,6 +123,41 @@ def startup_rows(quick: bool, durations: Durations) -> List[Row]:
             f"{figures.check_modules} ({figures.npuwatch_modules}; {figures.python_modules})",
         ),
     ]
+
+
+def backend_rows(quick: bool, durations: Durations) -> List[Row]:
+    from backends import BACKENDS, FIRST_SCREEN_TARGET_S, TREE_RATIO_TARGET, first_screen_s, measure_backend
+
+    figures = {b: measure_backend(b, "a3", durations.backend_s) for b in BACKENDS}
+    over = f"16 chips (`--demo a3`), 1 s, {durations.backend_s:g} s"
+    rows: List[Row] = []
+    for backend, f in figures.items():
+        rows += [
+            Row(
+                "backends",
+                f"{backend}: whole-tree CPU per tick (npuwatch + worker + npu-smi runs), {over}",
+                f"{f.tree_cpu_ms_per_tick:.1f} ms ({f.tree_cpu_ms_per_tick * 60 / 1000:.2f} s per minute)",
+            ),
+            Row("backends", f"{backend}: the sampling thread's CPU per tick", f"{f.tick_cpu_ms:.2f} ms"),
+        ]
+    ratio = figures["dcmi"].tree_cpu_ms_per_tick / figures["npu-smi"].tree_cpu_ms_per_tick
+    rows.append(
+        Row(
+            "backends",
+            "DCMI whole tree ÷ npu-smi whole tree",
+            f"{ratio:.3f}",
+            f"≤ {TREE_RATIO_TARGET:g}",
+            ratio <= TREE_RATIO_TARGET,
+            ratio / TREE_RATIO_TARGET,
+        )
+    )
+    for backend, f in figures.items():
+        seconds = first_screen_s(backend, "a3", f.chips)
+        rows.append(
+            _below("backends", f"{backend}: the dashboard's first full screen (tmux 200×50)", seconds,
+                   FIRST_SCREEN_TARGET_S, "s", 2)
+        )  # fmt: skip
+    return rows
 
 
 def dashboard_rows(quick: bool, durations: Durations) -> List[Row]:
@@ -198,6 +235,7 @@ def exporter_rows(quick: bool, durations: Durations) -> List[Row]:
 MEASURES: Dict[str, Callable[[bool, Durations], List[Row]]] = {
     "core": core_rows,
     "startup": startup_rows,
+    "backends": backend_rows,
     "dashboard": dashboard_rows,
     "notebook": notebook_rows,
     "exporter": exporter_rows,
