@@ -235,3 +235,43 @@ def test_a_card_kept_from_sample_to_sample_draws_what_a_fresh_card_draws(scenari
         first = painter.card(chip, history, 60, True, chip_row(chip), console, 60, BASES[1])
         again = painter.card(chip, history, 60, True, chip_row(chip), console, 60, BASES[1])
         assert all(a is b for a, b in zip(first, again))
+
+
+def test_cells_measures_a_line_as_rich_does() -> None:
+    """``cells`` skips Rich's character-by-character measure for ASCII and the dashboard's own
+    one-cell characters, and measures anything else (wide CJK, an hourglass) as Rich does."""
+    from rich.cells import cell_len
+
+    from npuwatch.widgets.tui.line import cells
+
+    texts = [text.plain for text in dashboard_texts()]
+    texts += ["", "n/a", "54 °C", "█████▌····", "▁▂▃▄▅▆▇█", "╭─ NPU 0 ─╮", "✔ OK ▲ ‼ ✖ ⏸ └c1 …"]
+    texts += ["⏳ sampling", "训练 910B", "🚀 job", "a\u200db", "e\u0301", "\x1b[2J"]
+    for text in texts:
+        assert cells(text) == cell_len(text), text
+
+
+def test_the_dashboard_runs_with_fewer_cycle_collections_and_restores_them() -> None:
+    """While the dashboard runs in a terminal Python's cycle collector waits for more new objects
+    (a second's repaint makes thousands of short-lived ones); the setting is restored after."""
+    import gc
+    from pathlib import Path
+
+    from npuwatch.widgets.tui import app as app_module
+    from npuwatch.widgets.tui.app import GC_GEN0_THRESHOLD, NpuwatchApp
+    from tests.widgets.fakes import FakeSampler
+
+    class Probe(NpuwatchApp):
+        CSS_PATH = str(Path(app_module.__file__).with_name("npuwatch.tcss"))  # not next to this file
+        seen = (0, 0, 0)
+
+        def on_mount(self) -> None:
+            super().on_mount()
+            Probe.seen = gc.get_threshold()
+            self.exit()
+
+    before = gc.get_threshold()
+    Probe(FakeSampler([capture_snapshot("001")], interval_s=3600.0)).run(headless=True)
+    assert Probe.seen[0] >= GC_GEN0_THRESHOLD > before[0]
+    assert Probe.seen[1:] == before[1:]
+    assert gc.get_threshold() == before

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import threading
 from typing import Awaitable, Callable, List, Tuple
 
@@ -182,6 +183,26 @@ def test_alarm_chip_in_a_group_sets_the_group_badge():
         assert any(line.rstrip().endswith("─ ✖ Alarm ─╯") for line in screen_lines(app))
 
     drive(FakeSampler([snapshot]), scenario)
+
+
+def test_a_group_badge_follows_its_chips_from_sample_to_sample():
+    """The box's subtitle (its chips' worst health) is redrawn when a chip's health changes, and
+    back again: the box frames are kept between samples only while they read the same."""
+    alarm = with_health(DUO, (2, 1), Health.ALARM)
+
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        def bottoms() -> List[str]:
+            return [found for line in screen_lines(app) for found in re.findall(r"─ (\S+ \S+) ─╯", line)]
+
+        assert bottoms() == ["✔ OK", "✔ OK"]
+        app.show(alarm)
+        await pilot.pause()
+        assert bottoms() == ["✔ OK", "✖ Alarm"]
+        app.show(DUO)
+        await pilot.pause()
+        assert bottoms() == ["✔ OK", "✔ OK"]
+
+    drive(FakeSampler([DUO], interval_s=3600.0), scenario)
 
 
 def test_process_table_rows_and_own_rows(monkeypatch):

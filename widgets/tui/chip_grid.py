@@ -139,6 +139,10 @@ class ChipGrid(ScrollView, can_focus=True):
         self.boxes: List[BoxPlace] = []
         self._lines: List[Strip] = []  # the whole area, a strip per line, as drawn
         self._parts: List[List[Line]] = []  # what each line was drawn from
+        self._template: List[_TemplateLine] = []
+        self._template_key: object = None
+        self._layout_id = 0  # counts the placings of boxes and cards
+        self._labels: Dict[Tuple[object, ...], Tuple[str, str]] = {}
         self._drawn_for: Optional[Tuple[object, ...]] = None
         self._palette: Optional[_Palette] = None
         self._palette_for: Optional[Tuple[object, ...]] = None
@@ -283,6 +287,7 @@ class ChipGrid(ScrollView, can_focus=True):
             for place, index in zip(box.cards, group):
                 self.cards[index].place = place
         self._parts = []
+        self._layout_id += 1
 
     def _frame_key(self) -> Tuple[object, ...]:
         return (self._width(), self.compact, self.columns, self._palette_key(), self.has_focus)
@@ -316,66 +321,91 @@ class ChipGrid(ScrollView, can_focus=True):
             return list(range(len(self._lines)))
         focused = self.cursor if self.has_focus else -1
         cards = [self._card_lines(card, index == focused, palette) for index, card in enumerate(self.cards)]
-        height = _bottom(self.boxes)
-        rows: List[List[Line]] = [[] for _ in range(height)]
-        ends = [0] * height
-        for index, box in enumerate(self.boxes):
-            self._draw_box(box, index, cards, palette, rows, ends)
-        for parts, end in zip(rows, ends):
-            if end < width:
-                parts.append(palette.blank_run(width - end))
+        template, rebuilt = self._get_template(width, palette)
         before, lines = self._parts, self._lines
-        if len(before) != height or len(lines) != height:
-            lines = [Strip([segment for part in parts for segment in part], width) for parts in rows]
-            self._parts, self._lines = rows, lines
-            return list(range(height))
+        if rebuilt or len(before) != len(template) or len(lines) != len(template):
+            rows = [_fill(statics, slots, cards) for statics, slots in template]
+            self._parts = rows
+            self._lines = [Strip([segment for part in parts for segment in part], width) for parts in rows]
+            return list(range(len(rows)))
         changed = []
-        for y, (was, now) in enumerate(zip(before, rows)):
-            if len(was) != len(now) or any(a is not b for a, b in zip(was, now)):
+        for y, (statics, slots) in enumerate(template):
+            was = before[y]
+            if not slots:
+                if was is not statics:
+                    before[y] = statics
+                    lines[y] = Strip([segment for part in statics for segment in part], width)
+                    changed.append(y)
+                continue
+            now = _fill(statics, slots, cards)
+            if any(now[position] is not was[position] for position, _, _, _ in slots) or len(now) != len(was):
+                before[y] = now
                 lines[y] = Strip([segment for part in now for segment in part], width)
                 changed.append(y)
-        self._parts = rows
         return changed
 
-    def _draw_box(
+    def _get_template(self, width: int, palette: _Palette) -> Tuple[List[_TemplateLine], bool]:
+        """What each line is made of: fixed parts (frames, borders, blank runs) and the slots its
+        cards' lines fill; built again only when the boxes, their frames or the colours change
+        (then True: every line is drawn again)."""
+        frames = [
+            self._box_frames(index, box.box.width, palette) if box.framed else None
+            for index, box in enumerate(self.boxes)
+        ]
+        stale = [self._stale(group) for group in self.groups]
+        key = (width, palette, self._layout_id, frames, stale)
+        rebuilt = key != self._template_key
+        if rebuilt:
+            height = _bottom(self.boxes)
+            rows: List[List[Line]] = [[] for _ in range(height)]
+            slots: List[List[_Slot]] = [[] for _ in range(height)]
+            ends = [0] * height
+            for index, box in enumerate(self.boxes):
+                self._template_box(box, index, frames[index], stale[index], palette, rows, slots, ends)
+            for parts, end in zip(rows, ends):
+                if end < width:
+                    parts.append(palette.blank_run(width - end))
+            self._template = list(zip(rows, slots))
+            self._template_key = key
+        return self._template, rebuilt
+
+    def _template_box(
         self,
         box: BoxPlace,
         index: int,
-        cards: List[List[Line]],
+        frames: Optional[Tuple[Line, Line]],
+        stale: bool,
         palette: _Palette,
         rows: List[List[Line]],
+        slots: List[List[_Slot]],
         ends: List[int],
     ) -> None:
-        """Add ``box`` (its frame and its cards) to the lines it covers."""
+        """Add ``box`` (its frame, and slots for its cards' lines) to the lines it covers."""
         outer = box.box
         first = outer.y
-        group = self.groups[index]
-        stale = self._stale(group)
-        if box.framed:
-            top, bottom = self._box_frames(index, outer.width, palette)
         for y in range(first, min(len(rows), first + outer.height)):
             parts = rows[y]
             if outer.x > ends[y]:
                 parts.append(palette.blank_run(outer.x - ends[y]))
-            if box.framed and y == first:
-                parts.append(top)
-            elif box.framed and y == first + outer.height - 1:
-                parts.append(bottom)
+            if frames is not None and y == first:
+                parts.append(frames[0])
+            elif frames is not None and y == first + outer.height - 1:
+                parts.append(frames[1])
             else:
-                self._box_line(box, group, cards, palette, y, parts, stale)
+                self._template_line(box, self.groups[index], palette, y, parts, slots[y], stale)
             ends[y] = outer.x + outer.width
 
-    def _box_line(
+    def _template_line(
         self,
         box: BoxPlace,
         group: List[int],
-        cards: List[List[Line]],
         palette: _Palette,
         y: int,
         parts: List[Line],
+        slots: List[_Slot],
         stale: bool,
     ) -> None:
-        """One line inside ``box``: its side borders and padding around its cards' lines."""
+        """One line inside ``box``: its side borders and padding around slots for its cards' lines."""
         outer = box.box
         x = outer.x
         if box.framed:
@@ -386,9 +416,9 @@ class ChipGrid(ScrollView, can_focus=True):
                 continue  # the one-line form: the chips of an NPU are one under the other
             if place.x > x:
                 parts.append(palette.blank_run(place.x - x))
-            line = y - place.y
-            card = cards[index]
-            parts.append(card[line] if 0 <= line < len(card) else palette.blank_run(place.width))
+            blank = palette.blank_run(place.width)  # under a card shorter than its neighbour
+            slots.append((len(parts), index, y - place.y, blank))
+            parts.append(blank)
             x = place.x + place.width
         right = outer.x + outer.width - (1 if box.framed else 0)
         if right > x:
@@ -404,11 +434,18 @@ class ChipGrid(ScrollView, can_focus=True):
         subtitle (the worst health of its chips, for a box of several chips)."""
         chips = [self.cards[i].chip for i in self.groups[group]]
         first = chips[0].identity
-        count = f" · {len(chips)} chips" if len(chips) > 1 else ""
-        title = f"NPU {first.npu_id} · {inert(first.name or 'unknown model')}{count}"
-        if len(chips) < 2:  # one card shows its own badge; a box of several sums up the worst
-            return title, ""
-        return title, render.badge(worst_health([chip.health for chip in chips])).plain.strip()
+        key = (first.npu_id, first.name, tuple(chip.health for chip in chips))
+        found = self._labels.get(key)
+        if found is None:
+            if len(self._labels) > 256:
+                self._labels.clear()
+            count = f" · {len(chips)} chips" if len(chips) > 1 else ""
+            title = f"NPU {first.npu_id} · {inert(first.name or 'unknown model')}{count}"
+            subtitle = ""
+            if len(chips) > 1:  # one card shows its own badge; a box of several sums up the worst
+                subtitle = render.badge(worst_health([chip.health for chip in chips])).plain.strip()
+            found = self._labels[key] = (title, subtitle)
+        return found
 
     def _box_frames(self, group: int, width: int, palette: _Palette) -> Tuple[Line, Line]:
         """The box's top border with its title and its bottom border with its subtitle, drawn
@@ -496,6 +533,24 @@ class ChipGrid(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         return self.render_lines(Region(0, y, self.size.width, 1))[0]
+
+
+#: A card's line in a line of the area: (its place among the line's parts, the card, the card's
+#: line, the blank drawn when the card has no such line).
+_Slot = Tuple[int, int, int, Line]
+#: A line of the area: its fixed parts (a slot holds a blank run), and its slots.
+_TemplateLine = Tuple[List[Line], List[_Slot]]
+
+
+def _fill(statics: List[Line], slots: List[_Slot], cards: List[List[Line]]) -> List[Line]:
+    """A line's parts: its fixed parts, each slot filled with its card's line."""
+    if not slots:
+        return statics
+    parts = list(statics)
+    for position, index, line, blank in slots:
+        card = cards[index]
+        parts[position] = card[line] if 0 <= line < len(card) else blank
+    return parts
 
 
 def _bottom(boxes: Sequence[BoxPlace]) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -17,7 +16,7 @@ from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.tui.line import Finish, combined_style, fitted_segments, text_strip
+from npuwatch.widgets.tui.line import Finish, cells, combined_style, fitted_segments, text_strip
 from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row
 
 LABEL_WIDTH = 5  # "HBM  "
@@ -209,7 +208,7 @@ class _MetricLine:
         if head_key != self.head_key:
             segments = _metric_head(cell, bar_w, value, colour, console, base, finish)
             self.head_key, self.head = head_key, tuple(segments)
-            self.head_length = sum(cell_len(segment.text) for segment in segments)
+            self.head_length = sum(cells(segment.text) for segment in segments)
         segments = list(self.head)
         if spark:  # the sparkline's characters are one cell each
             segments.append(
