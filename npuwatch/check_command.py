@@ -158,20 +158,11 @@ def live_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipS
     """The chips of ``machine`` as ``backend`` reads them (``feeds.chip_source``), with npu-smi read
     the check's way (``health.check_source``: one ``npu-smi info``, no logic-ID mapping, the error
     codes of chips not OK within a short budget) wherever npu-smi reads them.  Close it."""
-    npu_smi = check_source(machine.npu_smi(timeout_s), machine.label)
-    if backend == "npu-smi":
-        return npu_smi
-    from npuwatch.fallback_source import FallbackSource
     from npuwatch.feeds import chip_source
 
-    source = chip_source(machine, backend, timeout_s)
-    if isinstance(source, FallbackSource):
-        source.fallback = source.details = npu_smi  # a source of our own, not read yet
-        return source
-    if source.probe_name == npu_smi.probe_name:
-        _close(source)
-        return npu_smi
-    return source
+    return chip_source(
+        machine, backend, timeout_s, npu_smi=check_source(machine.npu_smi(timeout_s), machine.label)
+    )
 
 
 def _close(source: ChipSource) -> None:

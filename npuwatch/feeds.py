@@ -431,15 +431,19 @@ def _about(machine: MachineHandle, backend: str) -> str:
     return f"demo {machine.scenario}: chips through {library}; a simulated npu-smi as the fallback"
 
 
-def chip_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
+def chip_source(
+    machine: MachineHandle, backend: str, timeout_s: float, npu_smi: Optional[ChipSource] = None
+) -> ChipSource:
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
     ``timeout_s`` limits one npu-smi call and one DCMI read (DESIGN §2.1 ``--timeout``).  DCMI's
-    worker process starts now, so its first reading is ready by the first tick.
+    worker process starts now, so its first reading is ready by the first tick.  ``npu_smi``: the
+    npu-smi side to use (``npuwatch check`` reads it its own way); default, the sampler's.
     """
-    from npuwatch.probes.npu_smi.source import NpuSmiSource
+    if npu_smi is None:
+        from npuwatch.probes.npu_smi.source import NpuSmiSource
 
-    npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
+        npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
     if backend == "npu-smi":
         return npu_smi
     from npuwatch.fallback_source import FallbackSource
