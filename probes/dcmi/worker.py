@@ -373,12 +373,15 @@ class Worker:
     def _failed(self, failure: WorkerFailure) -> WorkerFailure:
         """Count a failure; start the next worker now when the back-off allows (it starts up while
         npuwatch waits for its next tick)."""
-        if failure.kind in ("permission", "init", "not-found", "load"):
+        settled = failure.kind in ("permission", "init", "not-found", "load")
+        if settled:
             self._end(polite=True)
         self._failures += 1
         self._last_failure = failure
         self._next_start = self._clock() + restart_delay_s(self._failures)
-        if not self._closed and self._proc is None and self._clock() >= self._next_start:
+        # A missing library or a refused dcmi_init will not change by trying again at once: the
+        # next worker starts on the next read, not now (a process and a close's wait saved).
+        if not settled and not self._closed and self._proc is None and self._clock() >= self._next_start:
             self._spawn_if_due()
         return failure
 

@@ -168,6 +168,10 @@ def test_an_init_failure_says_why_and_its_worker_ends(tmp_path, mode, kind, code
         assert (failure.kind, failure.code) == (kind, code)
         assert words in failure.message
         assert _gone(pid)
+        # Trying again at once would fail the same way: the next worker waits for the next read.
+        assert (worker.pid, worker.starts) == (None, 1)
+        again = worker.tick()
+        assert isinstance(again, WorkerFailure) and again.kind == kind and worker.starts == 2
     if kind == "permission":
         assert "usermod -aG HwHiAiUser" in failure.hint
     if kind == "init":
