@@ -496,6 +496,13 @@ def _init_failure(init: InitOutcome) -> WorkerFailure:
     from npuwatch.probes.dcmi.status import PERMISSION_HINT, hint, meaning
 
     code = init.code if init.code is not None else 0
+    if code == records.SYMBOL_MISSING:  # a file named libdcmi.so that is not DCMI (or far too old)
+        return WorkerFailure(
+            "load",
+            "the library loaded has no dcmi_init: it is not a DCMI library",
+            "point --dcmi-lib (NPUWATCH_DCMI_LIB) at the driver's libdcmi.so, or use --backend npu-smi",
+            code=code,
+        )
     if code == -8002:
         return WorkerFailure(
             "permission",

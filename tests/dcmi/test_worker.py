@@ -178,6 +178,17 @@ def test_an_init_failure_says_why_and_its_worker_ends(tmp_path, mode, kind, code
         assert "--device /dev/davinci_manager" in failure.hint  # dcmi_codes' container hint
 
 
+def test_a_library_without_dcmi_init_is_not_a_dcmi_library(tmp_path):
+    with _worker(tmp_path, f"init:{records.SYMBOL_MISSING}") as worker:
+        failure = worker.tick()
+    assert isinstance(failure, WorkerFailure)
+    assert (failure.kind, failure.message) == (
+        "load",
+        "the library loaded has no dcmi_init: it is not a DCMI library",
+    )
+    assert "--dcmi-lib" in failure.hint
+
+
 def test_failures_in_a_row_back_off_before_a_new_worker_starts(tmp_path):
     clock = [100.0]
     worker = _worker(tmp_path, "init:-8002")

@@ -250,7 +250,7 @@ def _explain(machine: Machine, library: Library, failure: SourceFailure, details
         return _no_library(machine, f"libdcmi.so not found (looked in {', '.join(library.tried)})", details)
     if failure.kind == "permission" or code == -8002:
         return _permission(machine, details)
-    if failure.kind == "init" and code == SYMBOL_MISSING:
+    if failure.kind in ("init", "load") and code == SYMBOL_MISSING:
         summary = f"{library.loaded} has no dcmi_init: it is not the driver's libdcmi.so"
         return _no_library(machine, summary, details)
     if failure.kind == "init" and code == -8005:
