@@ -22,7 +22,7 @@ from npuwatch.probes.npu_smi.table import parse_info
 from tests.conftest import capture_text
 
 if TYPE_CHECKING:
-    from npuwatch.widgets.tui.chip_grid import Card
+    from npuwatch.widgets.tui.card_paint import Card
 
 #: Every fake snapshot is taken at this instant (UTC), so the header's clock never moves.
 FIXED_AT = datetime(2026, 1, 1, 9, 30, 0, tzinfo=timezone.utc)
@@ -241,3 +241,37 @@ def focused_card(app: object) -> Optional[Card]:
 
     grid = app.query_one(ChipGrid)  # type: ignore[attr-defined]
     return grid.cursor_card if app.focused is grid else None  # type: ignore[attr-defined,no-any-return]
+
+
+#: What the DCMI backend reads beyond npu-smi's table: AI Core at 1300 of its rated 1800 MHz,
+#: Vector 45 %, HBM bandwidth 62 %, and the detail metrics.
+DCMI_VALUES = {
+    "aicore_freq_mhz": 1300,
+    "aicore_rated_freq_mhz": 1800,
+    "vector_percent": 45,
+    "cube_percent": 12,
+    "aicpu_percent": 3,
+    "ctrlcpu_percent": 7,
+    "hbm_bandwidth_percent": 62,
+    "hbm_temperature_c": 41,
+    "voltage_v": 0.85,
+    "ecc_single_bit_errors": 2,
+    "ecc_double_bit_errors": 0,
+    "ecc_isolated_pages": 1,
+}
+
+
+def with_dcmi_values(snapshot: Snapshot, **values: object) -> Snapshot:
+    """``snapshot`` as the DCMI backend reads it: every chip also carries ``DCMI_VALUES`` (updated
+    with ``values``), without npu-smi's notes for them; the source says ``dcmi``."""
+    shown = {**DCMI_VALUES, **values}
+    chips = tuple(
+        replace(
+            chip,
+            notes={name: note for name, note in chip.notes.items() if name not in shown},
+            **shown,  # type: ignore[arg-type]
+        )
+        for chip in snapshot.chips
+    )
+    probes = tuple(replace(p, name="dcmi") if p.name == "npu-smi" else p for p in snapshot.probes)
+    return replace(snapshot, chips=chips, probes=probes, chip_source="dcmi")

@@ -13,12 +13,13 @@ from rich.text import Span, Text
 from textual.strip import Strip
 
 from npuwatch.history import History
-from npuwatch.widgets.tui.chips import card_lines, card_strips, compact_line
+from npuwatch.widgets.tui.card_paint import card_strips
+from npuwatch.widgets.tui.chips import card_lines, compact_line
 from npuwatch.widgets.tui.host_panel import host_lines
 from npuwatch.widgets.tui.line import text_strip
 from npuwatch.widgets.tui.processes import row_strip, visible_rows
 from npuwatch.widgets.view_model import chip_row
-from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot, simulated_snapshots
+from tests.widgets.fakes import FIXED_HOST, ME, capture_snapshot, simulated_snapshots, with_dcmi_values
 
 BASES = (Style.null(), Style(color="grey82", bgcolor="grey11"), Style(bold=True, bgcolor="#202020"))
 
@@ -103,6 +104,36 @@ def test_card_strips_equal_the_card_lines_drawn(scenario: str) -> None:
                     for t in card_lines(chip, history, width, True, varied)
                 ]
                 assert [list(s) for s in fast] == [list(s) for s in slow], (chip.identity.key, share, width)
+                assert all(s.cell_length == width + 3 for s in fast)
+
+
+@pytest.mark.parametrize("scenario", ["a3", "chip-alarm"])
+def test_cards_with_the_dcmi_metrics_draw_what_their_lines_say(scenario: str) -> None:
+    """The frequency line, and the Vector / HBM bandwidth bars side by side, cut straight into
+    segments: on screen exactly what ``text_strip`` makes of ``card_lines`` (the same characters
+    in the same styles; the stretch between two side-by-side bars is cut per part), at widths
+    from the 120-column grid's 26 to 99, bars at their edges."""
+    console = Console(color_system="truecolor", width=200)
+    snapshots = [with_dcmi_values(snapshot) for snapshot in simulated_snapshots(scenario, 8)]
+    history = History()
+    for snapshot in snapshots:
+        history.add(snapshot)
+    for vector, bandwidth in ((45, 62), (0, 100), (100, 0), (3, None)):
+        for chip in snapshots[-1].chips:
+            shown = dataclasses.replace(chip, vector_percent=vector, hbm_bandwidth_percent=bandwidth)
+            row = chip_row(shown)
+            for width, base in ((26, BASES[0]), (38, BASES[1]), (47, BASES[2]), (99, BASES[1])):
+                fast = card_strips(shown, history, width, True, row, console, width + 3, base)
+                slow = [
+                    text_strip(t, console, width + 3, base)
+                    for t in card_lines(shown, history, width, True, row)
+                ]
+                assert [list(Segment.simplify(s)) for s in fast] == [
+                    list(Segment.simplify(s)) for s in slow
+                ], (
+                    chip.identity.key,
+                    width,
+                )
                 assert all(s.cell_length == width + 3 for s in fast)
 
 
@@ -214,7 +245,7 @@ def test_a_card_kept_from_sample_to_sample_draws_what_a_fresh_card_draws(scenari
     same, its sparkline shifted by one cell as the history moves): second after second, exactly
     the lines a card drawn from nothing gives; asked again with nothing changed, the very same
     line objects (the chip area repaints by identity)."""
-    from npuwatch.widgets.tui.chips import CardPainter
+    from npuwatch.widgets.tui.card_paint import CardPainter
 
     console = Console(color_system="truecolor", width=200)
     snapshots = simulated_snapshots(scenario, 40)
@@ -238,17 +269,17 @@ def test_a_card_kept_from_sample_to_sample_draws_what_a_fresh_card_draws(scenari
 
 
 def test_cells_measures_a_line_as_rich_does() -> None:
-    """``cells`` skips Rich's character-by-character measure for ASCII and the dashboard's own
+    """``text_cells`` skips Rich's character-by-character measure for ASCII and the dashboard's own
     one-cell characters, and measures anything else (wide CJK, an hourglass) as Rich does."""
     from rich.cells import cell_len
 
-    from npuwatch.widgets.tui.line import cells
+    from npuwatch.widgets.tui.line import text_cells
 
     texts = [text.plain for text in dashboard_texts()]
     texts += ["", "n/a", "54 °C", "█████▌····", "▁▂▃▄▅▆▇█", "╭─ NPU 0 ─╮", "✔ OK ▲ ‼ ✖ ⏸ └c1 …"]
     texts += ["⏳ sampling", "训练 910B", "🚀 job", "a\u200db", "e\u0301", "\x1b[2J"]
     for text in texts:
-        assert cells(text) == cell_len(text), text
+        assert text_cells(text) == cell_len(text), text
 
 
 def test_the_dashboard_runs_with_fewer_cycle_collections_and_restores_them() -> None:

@@ -20,7 +20,8 @@ from textual.widgets import Input, Static
 
 from npuwatch.model import Health, Snapshot
 from npuwatch.widgets.tui.app import INTERVALS_S, NpuwatchApp
-from npuwatch.widgets.tui.chip_grid import Card, ChipGrid
+from npuwatch.widgets.tui.card_paint import Card
+from npuwatch.widgets.tui.chip_grid import ChipGrid
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import HelpScreen
 from npuwatch.widgets.tui.line import Line

@@ -15,95 +15,36 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rich.segment import Segment
-from rich.style import Style as RichStyle
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.color import TRANSPARENT, Color
-from textual.content import Content
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.style import Style
 
 from npuwatch.history import History
 from npuwatch.judge import Judgement
-from npuwatch.model import ChipSample, Level
+from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui import render
+from npuwatch.widgets.tui.card_paint import Card, Line
 from npuwatch.widgets.tui.chip_layout import (
     GROUP_FRAME_ROWS,
     BoxPlace,
     GroupShape,
-    Place,
+    neighbour,
     place_grid,
     place_lines,
 )
-from npuwatch.widgets.tui.chips import CardPainter, Line, card_lines, compact_line, problem_count
-from npuwatch.widgets.tui.line import FilteredStyles, text_strip
+from npuwatch.widgets.tui.chip_palette import Palette
+from npuwatch.widgets.tui.chips import card_lines, compact_line
+from npuwatch.widgets.tui.line import text_strip
 from npuwatch.widgets.tui.messages import ChipSelected
-from npuwatch.widgets.view_model import ChipRow, chip_row, worst_health
+from npuwatch.widgets.view_model import chip_row, worst_health
 
 ChipKey = Tuple[int, int]
-#: The component classes a card's look comes from: its level's tint, or the focus.
-_LOOKS = {
-    Level.WARNING: "chip-grid--warning",
-    Level.CRITICAL: "chip-grid--critical",
-    Level.UNKNOWN: "chip-grid--unknown",
-}
-_FOCUS = "chip-grid--focus"
 EMPTY = "No NPU chips could be read: see the alerts line."
 EMPTY_LINES = ("", f" {EMPTY}", "")
-
-
-class Card:
-    """One chip's card: its latest sample, its row of the view model, and its strips as drawn."""
-
-    def __init__(self, chip: ChipSample, in_group: bool) -> None:
-        self.chip = chip
-        self.in_group = in_group
-        self.row: ChipRow = chip_row(chip)
-        self.place = Place(0, 0, 0, 0)
-        self.painter = CardPainter()
-        self.generation = 0  # counts the samples shown: a new one (and new history) redraws the card
-        self._lines: List[Line] = []
-        self._drawn_for: Optional[Tuple[object, ...]] = None
-
-    @property
-    def key(self) -> ChipKey:
-        return self.chip.identity.key
-
-    @property
-    def level(self) -> Level:
-        """The judge's level of the chip: the card's colour."""
-        return self.row.level
-
-    def height(self) -> int:
-        """The card's lines in card form: its title, a line per metric, a line per problem."""
-        return 1 + len(self.row.metrics) + problem_count(self.chip)
-
-
-def neighbour(regions: Sequence[Place], index: int, direction: str) -> Optional[int]:
-    """The card an arrow key moves to from ``regions[index]``, or None at an edge.
-
-    Left and right: the previous and next card in reading order.  Up and down: the nearest
-    row above or below, and in it the card whose middle is closest to this one's (in the
-    one-line form each chip is its own row, so they move one chip).
-    """
-    if direction in ("left", "right"):
-        target = index + (1 if direction == "right" else -1)
-        return target if 0 <= target < len(regions) else None
-    here = regions[index]
-    if direction == "up":
-        row = max((r.y for r in regions if r.y < here.y), default=None)
-    else:
-        row = min((r.y for r in regions if r.y > here.y), default=None)
-    if row is None:
-        return None
-    middle = here.x * 2 + here.width
-    in_row = [i for i, r in enumerate(regions) if r.y == row]
-    return min(in_row, key=lambda i: (abs(regions[i].x * 2 + regions[i].width - middle), i))
 
 
 class ChipGrid(ScrollView, can_focus=True):
@@ -144,7 +85,7 @@ class ChipGrid(ScrollView, can_focus=True):
         self._layout_id = 0  # counts the placings of boxes and cards
         self._labels: Dict[Tuple[object, ...], Tuple[str, str]] = {}
         self._drawn_for: Optional[Tuple[object, ...]] = None
-        self._palette: Optional[_Palette] = None
+        self._palette: Optional[Palette] = None
         self._palette_for: Optional[Tuple[object, ...]] = None
         self._frames: Dict[Tuple[object, ...], Tuple[Line, Line]] = {}
 
@@ -344,7 +285,7 @@ class ChipGrid(ScrollView, can_focus=True):
                 changed.append(y)
         return changed
 
-    def _get_template(self, width: int, palette: _Palette) -> Tuple[List[_TemplateLine], bool]:
+    def _get_template(self, width: int, palette: Palette) -> Tuple[List[_TemplateLine], bool]:
         """What each line is made of: fixed parts (frames, borders, blank runs) and the slots its
         cards' lines fill; built again only when the boxes, their frames or the colours change
         (then True: every line is drawn again)."""
@@ -375,7 +316,7 @@ class ChipGrid(ScrollView, can_focus=True):
         index: int,
         frames: Optional[Tuple[Line, Line]],
         stale: bool,
-        palette: _Palette,
+        palette: Palette,
         rows: List[List[Line]],
         slots: List[List[_Slot]],
         ends: List[int],
@@ -399,7 +340,7 @@ class ChipGrid(ScrollView, can_focus=True):
         self,
         box: BoxPlace,
         group: List[int],
-        palette: _Palette,
+        palette: Palette,
         y: int,
         parts: List[Line],
         slots: List[_Slot],
@@ -447,7 +388,7 @@ class ChipGrid(ScrollView, can_focus=True):
             found = self._labels[key] = (title, subtitle)
         return found
 
-    def _box_frames(self, group: int, width: int, palette: _Palette) -> Tuple[Line, Line]:
+    def _box_frames(self, group: int, width: int, palette: Palette) -> Tuple[Line, Line]:
         """The box's top border with its title and its bottom border with its subtitle, drawn
         once until they change."""
         title, subtitle = self.labels(group)
@@ -461,13 +402,13 @@ class ChipGrid(ScrollView, can_focus=True):
             self._frames[key] = frames
         return frames
 
-    def _card_lines(self, card: Card, focused: bool, palette: _Palette) -> List[Line]:
+    def _card_lines(self, card: Card, focused: bool, palette: Palette) -> List[Line]:
         """The card's lines ``card.place.width`` wide, in its level's or the focus's colours."""
         width = card.place.width
         base = palette.focus if focused else palette.looks.get(card.row.level, palette.plain)
         key = (card.generation, width, base, self.compact, palette.finish)
-        if key == card._drawn_for:
-            return card._lines
+        if key == card.drawn_for:
+            return card.lines_drawn
         console, finish, room = self.app.console, palette.finish, max(20, width)
         if self.compact:
             lines = [
@@ -479,10 +420,10 @@ class ChipGrid(ScrollView, can_focus=True):
             lines = card.painter.card(
                 card.chip, self.history, room, card.in_group, card.row, console, width, base, finish
             )
-        card._lines, card._drawn_for = lines, key
+        card.lines_drawn, card.drawn_for = lines, key
         return lines
 
-    def _empty_lines(self, width: int, palette: _Palette) -> List[Strip]:
+    def _empty_lines(self, width: int, palette: Palette) -> List[Strip]:
         blank = Strip(list(palette.blank_run(width)), width)
         text = Text(f" {EMPTY}", style=palette.empty)
         return [blank, text_strip(text, self.app.console, width, palette.inner_rich, palette.finish), blank]
@@ -493,10 +434,10 @@ class ChipGrid(ScrollView, can_focus=True):
         # The theme's colours, and the line filters (NO_COLOR, ANSI → true colour) the styles go through.
         return (self.app.theme, self.visual_style, tuple(self.get_line_filters()))
 
-    def _get_palette(self) -> _Palette:
+    def _get_palette(self) -> Palette:
         key = self._palette_key()
         if self._palette is None or self._palette_for != key:
-            self._palette = _Palette(self)
+            self._palette = Palette(self)
             self._palette_for = key
             self._frames.clear()
         return self._palette
@@ -555,111 +496,3 @@ def _fill(statics: List[Line], slots: List[_Slot], cards: List[List[Line]]) -> L
 
 def _bottom(boxes: Sequence[BoxPlace]) -> int:
     return max((box.box.y + box.box.height for box in boxes), default=0)
-
-
-class _Palette:
-    """The styles the grid draws with, from its CSS (theme-dependent): blank, borders, titles, cards.
-
-    ``finish`` turns a style into what the app's line filters make of it; every segment the grid
-    draws has its finished style.  The cards' bases are not finished: a card's line combines them
-    with its own styles first (``CardPainter``).
-    """
-
-    def __init__(self, grid: ChipGrid) -> None:
-        base_background, background = grid.background_colors
-        self.finish = FilteredStyles(grid.get_line_filters(), background)
-        finish = self.finish
-        self.inner = Style(background=base_background + background)
-        self.inner_rich: RichStyle = self.inner.rich_style
-        self.blank: RichStyle = finish(self.inner_rich)
-        self._blanks: Dict[int, Line] = {}
-        own = grid.visual_style
-        self.plain: RichStyle = own.rich_style
-        self.looks: Dict[Level, RichStyle] = {
-            level: grid.get_visual_style(name).rich_style for level, name in _LOOKS.items()
-        }
-        self.focus: RichStyle = grid.get_visual_style(_FOCUS).rich_style
-        self.empty: RichStyle = grid.get_visual_style("chip-grid--empty").rich_style
-        box = grid.get_component_styles("chip-grid--box")
-        stale = grid.get_component_styles("chip-grid--stale")
-        self._borders = {
-            False: self.inner + Style(foreground=base_background + box.border.top[1]),
-            True: self.inner + Style(foreground=base_background + stale.border.top[1]),
-        }
-        self._sides = {
-            stale_: (Segment("│", finish(style.rich_style)),) for stale_, style in self._borders.items()
-        }
-        label_background = base_background + background
-        self._labels = {
-            True: _label_style(
-                box.auto_border_title_color,
-                box.border_title_color,
-                box.border_title_background,
-                box.border_title_style,
-                base_background,
-                label_background,
-            ),
-            False: _label_style(
-                box.auto_border_subtitle_color,
-                box.border_subtitle_color,
-                box.border_subtitle_background,
-                box.border_subtitle_style,
-                base_background,
-                label_background,
-            ),
-        }
-
-    def side(self, stale: bool) -> Line:
-        """A box's left or right border cell."""
-        return self._sides[stale]
-
-    def blank_run(self, width: int) -> Line:
-        """``width`` blank cells (the same object for the same width)."""
-        run = self._blanks.get(width)
-        if run is None:
-            run = self._blanks[width] = (Segment(" " * width, self.blank),)
-        return run
-
-    def edge(self, label: str, width: int, top: bool, stale: bool) -> Line:
-        """A box's top (title on the left) or bottom (subtitle on the right) border, ``width`` wide,
-        as textual draws a ``round`` border with its labels."""
-        border = self._borders[stale]
-        finish = self.finish
-        style = finish(border.rich_style)
-        left, fill, right = ("╭", "─", "╮") if top else ("╰", "─", "╯")
-        segments: List[Segment] = []
-        if label and width - 2 > 4:
-            text = Content(label).truncate(width - 6, ellipsis=True).pad_left(1).pad_right(1)
-            labelled = text.stylize_before(self._labels[top]).render_segments(border)
-            segments = [Segment(t, finish(s) if s is not None else style) for t, s, _ in labelled]
-        length = sum(segment.cell_length for segment in segments)
-        room = max(0, width - 2 - length)
-        line = [Segment(left, style)]
-        if not room:
-            line += segments
-        elif not length:
-            line.append(Segment(fill * room, style))
-        elif top:
-            line += [Segment(fill, style), *segments, Segment(fill * (room - 1), style)]
-        else:
-            line += [Segment(fill * (room - 1), style), *segments, Segment(fill, style)]
-        line.append(Segment(right, style))
-        return tuple(line)
-
-
-def _label_style(
-    auto: bool,
-    color: Color,
-    background: Color,
-    style: RichStyle,
-    base_background: Color,
-    label_background: Color,
-) -> Style:
-    """A border label's style, as textual's styles cache combines it."""
-    if auto:
-        color = base_background.get_contrast_text(color.a)
-    visual = Style.from_rich_style(style)
-    return visual + Style(
-        (label_background + background) if background.a else TRANSPARENT,
-        (label_background + color) if color.a else TRANSPARENT,
-    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from textual.geometry import Size
 
@@ -168,3 +168,25 @@ def place_lines(counts: Sequence[int], width: int) -> List[BoxPlace]:
         places.append(BoxPlace(Place(0, top, width, count), cards, False))
         top += count
     return places
+
+
+def neighbour(regions: Sequence[Place], index: int, direction: str) -> Optional[int]:
+    """The card an arrow key moves to from ``regions[index]``, or None at an edge.
+
+    Left and right: the previous and next card in reading order.  Up and down: the nearest
+    row above or below, and in it the card whose middle is closest to this one's (in the
+    one-line form each chip is its own row, so they move one chip).
+    """
+    if direction in ("left", "right"):
+        target = index + (1 if direction == "right" else -1)
+        return target if 0 <= target < len(regions) else None
+    here = regions[index]
+    if direction == "up":
+        row = max((r.y for r in regions if r.y < here.y), default=None)
+    else:
+        row = min((r.y for r in regions if r.y > here.y), default=None)
+    if row is None:
+        return None
+    middle = here.x * 2 + here.width
+    in_row = [i for i, r in enumerate(regions) if r.y == row]
+    return min(in_row, key=lambda i: (abs(regions[i].x * 2 + regions[i].width - middle), i))

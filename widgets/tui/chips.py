@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from rich.console import Console
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
-from textual.strip import Strip
 
 from npuwatch.history import History
 from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.tui.line import Finish, cells, combined_style, fitted_segments, text_strip
 from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row
 
+ChipKey = Tuple[int, int]
 LABEL_WIDTH = 5  # "HBM  "
 #: Every card's bars are this long whatever the card's width (the grid's cards differ by a cell
 #: or more), so equal values draw equal bars; the sparkline takes what is left of the line.
@@ -27,7 +23,7 @@ VALUE_WIDTH = 10  # " 120/128G "
 MIN_SPARK_WIDTH = 5
 
 
-def _card_value(cell: MetricCell) -> str:
+def card_value(cell: MetricCell) -> str:
     """A cell's value in a card's 8 columns: ``64%``, ``52/64G``, ``281.4W``, ``40 °C``."""
     if cell.key == "memory":
         if cell.fraction is None:
@@ -53,210 +49,96 @@ def _title(row: ChipRow, in_group: bool) -> Text:
     return text
 
 
-def _widths(width: int) -> Tuple[int, int]:
+def card_widths(width: int) -> Tuple[int, int]:
     """A card's bar and sparkline widths at ``width`` columns."""
     room = width - 1 - LABEL_WIDTH - VALUE_WIDTH  # for the bar and the sparkline
     bar_w = BAR_WIDTH if room - BAR_WIDTH >= MIN_SPARK_WIDTH else max(4, room - MIN_SPARK_WIDTH)
     return bar_w, max(1, room - bar_w)
 
 
-def _head(chip: ChipSample, row: ChipRow, in_group: bool) -> Text:
+def card_head(chip: ChipSample, row: ChipRow, in_group: bool) -> Text:
     head = _title(row, in_group)
     head.append("  ")
     head.append_text(render.badge(chip.health))
     return head
 
 
+def card_rows(row: ChipRow) -> List[Tuple[MetricCell, ...]]:
+    """The metric lines of a chip's card: each cell (a bar, its value, a sparkline), the metric
+    shown beside a cell right under it (the AI Core frequency under AI Core), then the extra
+    bars (Vector, HBM bandwidth) two to a line without sparklines (a lone one gets a line of its
+    own).  An npu-smi chip reports none of the extras: its card is as it always was."""
+    lines: List[Tuple[MetricCell, ...]] = []
+    for cell in row.metrics:
+        lines.append((cell,))
+        beside = row.beside(cell.key) if row.extras else None
+        if beside is not None:
+            lines.append((beside,))
+    bars = row.bars if row.extras else ()
+    lines += [bars[i : i + 2] if len(bars) - i != 1 else (bars[i],) for i in range(0, len(bars), 2)]
+    return lines
+
+
+def card_height(chip: ChipSample, row: ChipRow) -> int:
+    """How many lines the card of ``chip`` has: its title, its metric lines, a line per problem."""
+    return 1 + len(card_rows(row)) + problem_count(chip)
+
+
 def card_lines(
     chip: ChipSample, history: History, width: int, in_group: bool, row: Optional[ChipRow] = None
 ) -> List[Text]:
-    """The multi-line card (wide terminals): a line per cell of the chip's row, then its problems."""
+    """The multi-line card (wide terminals): its title, its metric lines (``card_rows``), then its
+    problems."""
     shown = row if row is not None else chip_row(chip)
     key = chip.identity.key
-    bar_w, spark_w = _widths(width)
-    lines = [_head(chip, shown, in_group)]
-    for cell in shown.metrics:
-        line = _metric_line(cell.tag, cell.fraction, bar_w, _card_value(cell), render.bar_style(cell))
-        line.append_text(render.spark(history.values(key, cell.metric, last=spark_w), spark_w, cell.ceiling))
+    bar_w, spark_w = card_widths(width)
+    lines = [card_head(chip, shown, in_group)]
+    for shown_cells in card_rows(shown):
+        if len(shown_cells) > 1:
+            lines.append(_pair_line(shown_cells, width))
+            continue
+        (cell,) = shown_cells
+        value, cell_spark_w = line_value(cell, spark_w)
+        line = _metric_line(cell.tag, cell.fraction, bar_w, value, render.bar_style(cell))
+        line.append_text(
+            render.spark(history.values(key, cell.metric, last=cell_spark_w), cell_spark_w, cell.ceiling)
+        )
         lines.append(line)
     return [*lines, *problem_lines(chip, width)]
 
 
-def card_strips(
-    chip: ChipSample,
-    history: History,
-    width: int,
-    in_group: bool,
-    row: ChipRow,
-    console: Console,
-    columns: int,
-    base: Style,
-) -> List[Strip]:
-    """``card_lines`` drawn ``columns`` wide over ``base``, segment for segment what ``text_strip``
-    makes of them (the chip area draws these lines through a ``CardPainter``)."""
-    lines = CardPainter().card(chip, history, width, in_group, row, console, columns, base)
-    return [Strip(list(line), columns) for line in lines]
+def line_value(cell: MetricCell, spark_w: int) -> Tuple[str, int]:
+    """A metric line's value and what its sparkline keeps: a value longer than the value column
+    (``1300/1800 MHz``) takes cells from the sparkline, and drops its unit when that would leave
+    less than ``MIN_SPARK_WIDTH`` of it."""
+    value = card_value(cell)
+    over = max(0, len(value) - (VALUE_WIDTH - 2))
+    if over and spark_w - over < MIN_SPARK_WIDTH and " " in value:
+        value = value.rsplit(" ", 1)[0]
+        over = max(0, len(value) - (VALUE_WIDTH - 2))
+    return value, max(1, spark_w - over)
 
 
-#: One line of a card as drawn: its segments, exactly its width.
-Line = Tuple[Segment, ...]
+#: A side-by-side bar's value column: ``100%``.
+PAIR_VALUE_WIDTH = 4
 
 
-class CardPainter:
-    """Draws one card's lines, and keeps each line while what it shows stays the same.
-
-    The metric lines (four of a card's five change nearly every second: the sparklines scroll)
-    are cut straight into segments, without building Rich Text: a line's label, bar and value
-    are kept while they read the same, its sparkline is shifted by one cell when the history
-    moved by one point, and a line that shows what it showed before is the same ``Line`` object,
-    so the chip area repaints only lines that changed, and compares them by identity.
-    """
-
-    def __init__(self) -> None:
-        self._head: Tuple[object, Line] = ((), ())
-        self._metrics: List[_MetricLine] = []
-        self._problems: Tuple[object, List[Line]] = ((), [])
-        self._compact: Tuple[object, Line] = ((), ())
-
-    def card(
-        self,
-        chip: ChipSample,
-        history: History,
-        width: int,
-        in_group: bool,
-        row: ChipRow,
-        console: Console,
-        columns: int,
-        base: Style,
-        finish: Finish = None,
-    ) -> List[Line]:
-        """``card_lines`` drawn ``columns`` wide over ``base`` (each style turned by ``finish``)."""
-        key = chip.identity.key
-        bar_w, spark_w = _widths(width)
-        head_key = (row.identity, row.stale, chip.health, in_group, console, columns, base, finish)
-        if head_key != self._head[0]:  # a card's title changes only with its identity, health or staleness
-            strip = text_strip(_head(chip, row, in_group), console, columns, base, finish)
-            self._head = (head_key, tuple(strip))
-        lines = [self._head[1]]
-        metrics = self._metrics
-        if len(metrics) != len(row.metrics):
-            metrics[:] = [_MetricLine() for _ in row.metrics]
-        for cell, drawn in zip(row.metrics, metrics):
-            values = history.values(key, cell.metric, last=spark_w)
-            lines.append(drawn.draw(cell, values, spark_w, bar_w, console, columns, base, finish))
-        problem_key = (chip.errors, chip.pcie, chip.health, width, console, columns, base, finish)
-        if problem_key != self._problems[0]:
-            drawn_problems = [
-                tuple(text_strip(t, console, columns, base, finish)) for t in problem_lines(chip, width)
-            ]
-            self._problems = (problem_key, drawn_problems)
-        return [*lines, *self._problems[1]]
-
-    def compact(
-        self,
-        chip: ChipSample,
-        history: History,
-        width: int,
-        in_group: bool,
-        row: ChipRow,
-        console: Console,
-        columns: int,
-        base: Style,
-        finish: Finish = None,
-    ) -> Line:
-        """``compact_line`` drawn ``columns`` wide over ``base``."""
-        text = compact_line(chip, history, width, in_group, row)
-        key = (text.plain, tuple(text.spans), text.style, console, columns, base, finish)
-        if key != self._compact[0]:
-            self._compact = (key, tuple(text_strip(text, console, columns, base, finish)))
-        return self._compact[1]
+def pair_bar_width(count: int, width: int) -> int:
+    """Each side-by-side bar's cells: an equal share of the card, less its label and value."""
+    return max(2, (width - 1) // count - LABEL_WIDTH - 1 - PAIR_VALUE_WIDTH - (1 if count > 1 else 0))
 
 
-class _MetricLine:
-    """One metric line of a card as last drawn: its label/bar/value part, its sparkline, the line."""
-
-    def __init__(self) -> None:
-        self.head_key: object = ()
-        self.head: Tuple[Segment, ...] = ()
-        self.head_length = 0
-        self.values: List[Optional[float]] = []
-        self.top: Optional[float] = None
-        self.spark = ""
-        self.key: object = ()
-        self.line: Line = ()
-
-    def draw(
-        self,
-        cell: MetricCell,
-        values: List[Optional[float]],
-        spark_w: int,
-        bar_w: int,
-        console: Console,
-        columns: int,
-        base: Style,
-        finish: Finish,
-    ) -> Line:
-        """The line for ``cell`` with the sparkline of ``values`` (``spark_w`` cells), ``columns`` wide."""
-        spark = self._spark(values, spark_w, cell.ceiling)
-        value = _card_value(cell)
-        colour = render.bar_style(cell)
-        bar = None if cell.fraction is None else render.bar_cells(cell.fraction, bar_w)
-        head_key = (cell.tag, bar, value, colour, bar_w, console, base, finish)
-        key = (head_key, spark, columns)
-        if key == self.key:
-            return self.line
-        if head_key != self.head_key:
-            segments = _metric_head(cell, bar_w, value, colour, console, base, finish)
-            self.head_key, self.head = head_key, tuple(segments)
-            self.head_length = sum(cells(segment.text) for segment in segments)
-        segments = list(self.head)
-        if spark:  # the sparkline's characters are one cell each
-            segments.append(
-                Segment(spark, combined_style(console, base, ("bold", render.SPARK_STYLE), finish))
-            )
-        self.key = key
-        self.line = fitted_segments(
-            segments, self.head_length + len(spark), columns, finish(base) if finish else base
-        )
-        return self.line
-
-    def _spark(self, values: List[Optional[float]], width: int, ceiling: Optional[float]) -> str:
-        """``render.spark_cells``; when the window only moved by one point on a fixed scale, the
-        last sparkline shifted by one cell (the same characters, without redrawing them all)."""
-        same_window = len(values) == width == len(self.values) == len(self.spark)
-        moved = same_window and values[:-1] == self.values[1:]
-        if ceiling and moved and self.top == ceiling:
-            spark = self.spark[1:] + render.spark_cells(values[-1:], 1, ceiling)
-        else:
-            spark = render.spark_cells(values, width, ceiling)
-        self.values, self.top, self.spark = values, ceiling, spark
-        return spark
-
-
-def _metric_head(
-    cell: MetricCell, bar_w: int, value: str, colour: str, console: Console, base: Style, finish: Finish
-) -> List[Segment]:
-    """A metric line's label, bar (or blank, or dim track) and value, as ``text_strip`` cuts
-    ``_metric_line``."""
-
-    def styled(text: str, *spans: str) -> Segment:  # the line's own style is bold, then the spans
-        return Segment(text, combined_style(console, base, ("bold", *spans), finish))
-
-    label = f"{cell.tag:<{LABEL_WIDTH}}"
-    if cell.fraction is None and value != fmt.NA:  # a value with no scale (no rating): no bar
-        return [styled(label + " " * bar_w), styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold")]
-    if cell.fraction is None:  # n/a: a dim track
-        return [styled(label), styled("·" * bar_w, "dim"), styled(f" {value:>{VALUE_WIDTH - 2}} ", "dim")]
-    whole, partial = render.bar_cells(cell.fraction, bar_w)
-    segments = [styled(label)]
-    if whole:
-        segments.append(styled("█" * whole, colour))
-    if whole < bar_w:
-        segments.append(styled(partial, colour, colour) if partial != " " else styled("·", colour, "dim"))
-        if bar_w - whole - 1:
-            segments.append(styled("·" * (bar_w - whole - 1), colour, "dim"))
-    segments.append(styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold" if value != fmt.NA else "dim"))
-    return segments
+def _pair_line(cells: Tuple[MetricCell, ...], width: int) -> Text:
+    """Two extra bars on one line: ``VEC  ████▌··· 45% HBW  ██████▏· 62%``, each half of the card."""
+    bar_w = pair_bar_width(len(cells), width)
+    line = Text(style="bold")
+    for index, cell in enumerate(cells):
+        if index:
+            line.append(" ")
+        line.append(f"{cell.tag:<{LABEL_WIDTH}}")
+        line.append_text(render.bar(cell.fraction, bar_w, render.bar_style(cell)))
+        line.append(f" {cell.text:>{PAIR_VALUE_WIDTH}}")
+    return line
 
 
 #: How many of a chip's error codes its card lists (the detail screen shows them all).
@@ -332,12 +214,34 @@ def compact_line(
     line.append(f"{memory.tag} ")
     line.append_text(render.bar(memory.fraction, bar_w, render.bar_style(memory)))
     line.append(f" {_memory_column(memory)} ")
-    line.append(f"{_card_value(power):>7}", style=render.text_style(power.level))
+    line.append(f"{card_value(power):>7}", style=render.text_style(power.level))
     line.append(" ")
     line.append(temperature.text, style=render.text_style(temperature.level))
     if shown.stale:
         line.append(" STALE", style="bold dark_orange")
+    if shown.extras:  # what only the DCMI backend reads, when the line has room for it
+        for extras in (_compact_extras(shown, bars=True), _compact_extras(shown, bars=False)):
+            if extras.cell_len and line.cell_len + extras.cell_len <= width:
+                line.append_text(extras)
+                break
     return line
+
+
+#: The one-line form's extra bars are this long.
+COMPACT_EXTRA_BAR = 4
+
+
+def _compact_extras(row: ChipRow, bars: bool) -> Text:
+    """The one-line form's tail: the AI Core frequency against rated, and the extra bars."""
+    text = Text()
+    beside = row.beside("util")
+    if beside is not None:
+        text.append(f"  {beside.text}")
+    for cell in row.bars if bars else ():
+        text.append(f"  {cell.tag} ")
+        text.append_text(render.bar(cell.fraction, COMPACT_EXTRA_BAR, render.bar_style(cell)))
+        text.append(f" {cell.text:>{PAIR_VALUE_WIDTH}}")
+    return text
 
 
 def group_chips(chips: Sequence[ChipSample]) -> List[List[ChipSample]]:

@@ -19,12 +19,12 @@ from textual.widgets import Footer, Static
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
-from npuwatch.metrics_table import CELLS, METRICS, cell_metrics, metric
+from npuwatch.metrics_table import CELLS, METRICS, SHOWN_WHEN_REPORTED, cell_metrics, metric
 from npuwatch.model import ChipSample, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.view_model import graph_top
+from npuwatch.widgets.view_model import chip_row, graph_top
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -165,9 +165,23 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
         power += f" (rated ≈{rated:.0f} W)"
     rows.append(MetricRow(metric("power_w").title, power, ("power_w",)))
     rows.append(_plain_row(chip, "temperature_c"))
-    others = (row.name for row in METRICS if row.name not in _OWN_ROWS)
+    others = (
+        row.name for row in METRICS if row.name not in _OWN_ROWS and row.name not in SHOWN_WHEN_REPORTED
+    )
     rows += [_plain_row(chip, name) for name in others if getattr(chip, name) is not None]
+    # What only the DCMI backend reads, as the view model says it (the frequency against rated):
+    # a row for each metric the chip reports, none for one it does not.
+    rows += [
+        MetricRow(metric(cell.metric).title, cell.text, _extra_metrics(cell.metric))
+        for cell in chip_row(chip).extras
+    ]
     return rows
+
+
+def _extra_metrics(name: str) -> Tuple[str, ...]:
+    """The metrics a row of the new ones reads: itself, and its rated value (the frequency)."""
+    rated = metric(name).rated
+    return (name, rated) if rated else (name,)
 
 
 def _plain_row(chip: ChipSample, name: str) -> MetricRow:

@@ -206,14 +206,14 @@ def text_strip(text: Text, console: Console, width: int, base: Style, finish: Fi
             _LAYOUTS.clear()
         layout = _LAYOUTS[key] = _layout(text, console, base, finish)
     segments = [Segment(plain[left:right], style) for left, right, style in layout]
-    return fitted_strip(segments, cells(plain), width, finish(base) if finish else base)
+    return fitted_strip(segments, text_cells(plain), width, finish(base) if finish else base)
 
 
 #: Characters the dashboard draws that are one cell wide: bars, sparklines, box lines, badges' glyphs.
 _NARROW = str.maketrans("", "", "█▏▎▍▌▋▊▉·▁▂▃▄▅▆▇─│╭╮╰╯°✔▲✖‼⏸└…")
 
 
-def cells(text: str) -> int:
+def text_cells(text: str) -> int:
     """``rich.cells.cell_len(text)``, at once for ASCII and the dashboard's own one-cell characters
     (a line of bars and sparklines is new every second: Rich measures it character by character)."""
     if text.isascii() and text.isprintable():
