@@ -19,6 +19,22 @@ from typing import Callable, Iterator, List, Tuple
 
 #: The signals that end npuwatch: docker stop / kill, a closed terminal, Ctrl-C from outside.
 SIGNAL_NAMES = ("SIGTERM", "SIGHUP", "SIGINT")
+#: How long an app asked to stop by a signal may take before the process ends without it.
+STOP_GRACE_S = 3.0
+
+
+def _end_after(grace_s: float, code: int) -> None:
+    """End the process ``grace_s`` from now unless it has ended: a daemon timer, so a clean exit
+    is never held back.  Seen: textual's shutdown writing to a terminal that a SIGHUP took away
+    can block for ever on its writer queue (an orphan dashboard, hours later)."""
+
+    def end() -> None:
+        _kill_children()
+        os._exit(code)
+
+    timer = threading.Timer(grace_s, end)
+    timer.daemon = True
+    timer.start()
 
 
 def _kill_children() -> None:
@@ -45,7 +61,8 @@ def raise_on_termination() -> None:
 def call_on_termination(stop: Callable[[int], None]) -> Iterator[None]:
     """While inside, a terminating signal kills every child and then calls ``stop(128 + signum)``
     on the running event loop (woken at once), instead of raising; a second signal while it
-    stops exits at once.  Outside the main thread (where handlers cannot be set) it does nothing."""
+    stops exits at once, and so does a stop that takes more than ``STOP_GRACE_S``.  Outside the
+    main thread (where handlers cannot be set) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -64,6 +81,7 @@ def call_on_termination(stop: Callable[[int], None]) -> Iterator[None]:
         except RuntimeError:  # not inside the loop (before it started or after it ended)
             raise SystemExit(code) from None
         loop.call_soon_threadsafe(stop, code)
+        _end_after(STOP_GRACE_S, code)
 
     previous: List[Tuple[int, object]] = []
     for name in SIGNAL_NAMES:
