@@ -268,20 +268,6 @@ def test_a_card_kept_from_sample_to_sample_draws_what_a_fresh_card_draws(scenari
         assert all(a is b for a, b in zip(first, again))
 
 
-def test_cells_measures_a_line_as_rich_does() -> None:
-    """``text_cells`` skips Rich's character-by-character measure for ASCII and the dashboard's own
-    one-cell characters, and measures anything else (wide CJK, an hourglass) as Rich does."""
-    from rich.cells import cell_len
-
-    from npuwatch.widgets.tui.line import text_cells
-
-    texts = [text.plain for text in dashboard_texts()]
-    texts += ["", "n/a", "54 °C", "█████▌····", "▁▂▃▄▅▆▇█", "╭─ NPU 0 ─╮", "✔ OK ▲ ‼ ✖ ⏸ └c1 …"]
-    texts += ["⏳ sampling", "训练 910B", "🚀 job", "a\u200db", "e\u0301", "\x1b[2J"]
-    for text in texts:
-        assert text_cells(text) == cell_len(text), text
-
-
 def test_the_dashboard_runs_with_fewer_cycle_collections_and_restores_them() -> None:
     """While the dashboard runs in a terminal Python's cycle collector waits for more new objects
     (a second's repaint makes thousands of short-lived ones); the setting is restored after."""

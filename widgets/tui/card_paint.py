@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -29,7 +30,7 @@ from npuwatch.widgets.tui.chips import (
     pair_bar_width,
     problem_lines,
 )
-from npuwatch.widgets.tui.line import Finish, combined_style, fitted_segments, text_cells, text_strip
+from npuwatch.widgets.tui.line import Finish, combined_style, fitted_segments, text_strip
 from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row
 
 ChipKey = Tuple[int, int]
@@ -91,7 +92,7 @@ class CardPainter:
             strip = text_strip(card_head(chip, row, in_group), console, columns, base, finish)
             self._head = (head_key, tuple(strip))
         lines = [self._head[1]]
-        rows = card_rows(row) if row.extras else [(cell,) for cell in row.metrics]
+        rows = card_rows(row)
         metrics = self._metrics
         if len(metrics) != len(rows):
             metrics[:] = [_MetricLine() for _ in rows]
@@ -168,7 +169,7 @@ class _MetricLine:
         if head_key != self.head_key:
             segments = _metric_head(cell, bar_w, value, colour, console, base, finish)
             self.head_key, self.head = head_key, tuple(segments)
-            self.head_length = sum(text_cells(segment.text) for segment in segments)
+            self.head_length = sum(cell_len(segment.text) for segment in segments)
         segments = list(self.head)
         if spark:  # the sparkline's characters are one cell each
             segments.append(
@@ -267,7 +268,7 @@ def _pair_segments(
         else:
             segments += _bar_segments(cell.fraction, bar_w, render.bar_style(cell), styled)
         segments.append(styled(f" {cell.text:>{PAIR_VALUE_WIDTH}}"))
-    length = sum(text_cells(segment.text) for segment in segments)
+    length = sum(cell_len(segment.text) for segment in segments)
     return fitted_segments(segments, length, columns, finish(base) if finish else base)
 
 

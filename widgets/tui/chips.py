@@ -68,14 +68,16 @@ def card_rows(row: ChipRow) -> List[Tuple[MetricCell, ...]]:
     shown beside a cell right under it (the AI Core frequency under AI Core), then the extra
     bars (Vector, HBM bandwidth) two to a line without sparklines (a lone one gets a line of its
     own).  An npu-smi chip reports none of the extras: its card is as it always was."""
+    if not row.extras:
+        return [(cell,) for cell in row.metrics]
+    beside = {extra.beside: extra for extra in row.extras if extra.kind == "beside"}
+    bars = [extra for extra in row.extras if extra.kind == "bar"]
     lines: List[Tuple[MetricCell, ...]] = []
     for cell in row.metrics:
         lines.append((cell,))
-        beside = row.beside(cell.key) if row.extras else None
-        if beside is not None:
-            lines.append((beside,))
-    bars = row.bars if row.extras else ()
-    lines += [bars[i : i + 2] if len(bars) - i != 1 else (bars[i],) for i in range(0, len(bars), 2)]
+        if cell.key in beside:
+            lines.append((beside[cell.key],))
+    lines += [tuple(bars[i : i + 2]) if len(bars) - i != 1 else (bars[i],) for i in range(0, len(bars), 2)]
     return lines
 
 

@@ -206,20 +206,7 @@ def text_strip(text: Text, console: Console, width: int, base: Style, finish: Fi
             _LAYOUTS.clear()
         layout = _LAYOUTS[key] = _layout(text, console, base, finish)
     segments = [Segment(plain[left:right], style) for left, right, style in layout]
-    return fitted_strip(segments, text_cells(plain), width, finish(base) if finish else base)
-
-
-#: Characters the dashboard draws that are one cell wide: bars, sparklines, box lines, badges' glyphs.
-_NARROW = str.maketrans("", "", "█▏▎▍▌▋▊▉·▁▂▃▄▅▆▇─│╭╮╰╯°✔▲✖‼⏸└…")
-
-
-def text_cells(text: str) -> int:
-    """``rich.cells.cell_len(text)``, at once for ASCII and the dashboard's own one-cell characters
-    (a line of bars and sparklines is new every second: Rich measures it character by character)."""
-    if text.isascii() and text.isprintable():
-        return len(text)
-    rest = text.translate(_NARROW)
-    return len(text) if rest.isascii() and rest.isprintable() else cell_len(text)
+    return fitted_strip(segments, cell_len(plain), width, finish(base) if finish else base)
 
 
 def fitted_strip(segments: List[Segment], length: int, width: int, base: Style) -> Strip:

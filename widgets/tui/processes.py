@@ -6,6 +6,7 @@ import getpass
 import time
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -17,7 +18,7 @@ from textual.strip import Strip
 
 from npuwatch.model import NpuProcess
 from npuwatch.text_safety import inert
-from npuwatch.widgets.tui.line import combined_style, fitted_strip, text_cells, text_strip
+from npuwatch.widgets.tui.line import combined_style, fitted_strip, text_strip
 from npuwatch.widgets.view_model import process_row
 
 COLUMNS = ("NPU", "Chip", "PID", "User", "NPU mem", "%CPU", "RSS", "Elapsed", "Command")
@@ -245,7 +246,7 @@ def row_strip(row: Sequence[Cell], widths: Sequence[int], console: Console, widt
     tail = "".join(loose)
     if tail:
         segments.append(Segment(tail, plain))
-    return fitted_strip(segments, sum(text_cells(segment.text) for segment in segments), width, base)
+    return fitted_strip(segments, sum(cell_len(segment.text) for segment in segments), width, base)
 
 
 def visible_rows(
