@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Collection, Mapping, Optional, TextIO
 
-from npuwatch.chip_source import ChipSource
+from npuwatch.chip_source import ChipSource, close_source
 from npuwatch.errors import UsageError, VariableError
 from npuwatch.feeds import FeedOptions, MachineHandle, open_machine
 from npuwatch.health import check_health, check_source
@@ -105,53 +105,18 @@ def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[st
         try:
             return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime, backend_note=absent)
         finally:
-            _close(chips)
-
-
-#: Where the driver package puts libdcmi.so under the machine's root (driver-interfaces.md §6.1),
-#: as ``npuwatch.probes.dcmi.library.INSTALLED_PATHS`` (not imported: it loads ctypes).
-DCMI_INSTALLED = ("usr/local/Ascend/driver/lib64/driver/libdcmi.so", "usr/local/dcmi/libdcmi.so")
-#: The folders ``dlopen`` searches after LD_LIBRARY_PATH and ld.so.cache (ld.so(8)), with multiarch.
-_LOADER_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+            close_source(chips)  # no DCMI worker outlives ``check``
 
 
 def no_dcmi_library(machine: MachineHandle) -> Optional[str]:
-    """Why ``auto`` need not start DCMI's worker here: no libdcmi.so can load (none where the driver
-    puts it, none on the loader path); ``None`` when one may.  Costs a few ``stat`` calls, where a
+    """Why ``auto`` need not start DCMI's worker here (``search.absent``: no libdcmi.so where the
+    driver puts it, none on the loader path); ``None`` when one may.  A few ``stat`` calls, where a
     worker that finds nothing costs a Python start: a check every few seconds in a container
     without /usr/local/dcmi must not pay it."""
-    if machine.dcmi_library:
-        return None
-    root = machine.sysroot
-    if any(root.exists(f"/{path}") for path in DCMI_INSTALLED):
-        return None
-    looked = ", ".join(f"/{path}" for path in DCMI_INSTALLED)
-    if root.is_live:
-        if _on_loader_path(machine.environ):
-            return None
-        looked += " and the loader path"
-    return f"dcmi: libdcmi.so not found (looked in {looked}): read through npu-smi"
+    from npuwatch.probes.dcmi.search import absent
 
-
-def _on_loader_path(environ: Mapping[str, str]) -> bool:
-    """Whether ``dlopen("libdcmi.so")`` could find it: LD_LIBRARY_PATH, ld.so.cache, the default folders."""
-    name = "libdcmi.so"
-    folders = [folder for folder in environ.get("LD_LIBRARY_PATH", "").split(":") if folder]
-    for base in _LOADER_FOLDERS:
-        folders.append(base)
-        try:
-            folders += [
-                os.path.join(base, entry) for entry in os.listdir(base) if entry.endswith("-linux-gnu")
-            ]
-        except OSError:
-            continue
-    if any(os.path.exists(os.path.join(folder, name)) for folder in folders):
-        return True
-    try:
-        with open("/etc/ld.so.cache", "rb") as cache:
-            return name.encode() in cache.read()
-    except OSError:
-        return False
+    why = absent(machine.dcmi_library, str(machine.sysroot.root), machine.environ)
+    return None if why is None else f"dcmi: {why}: read through npu-smi"
 
 
 def live_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipSource:
@@ -163,13 +128,6 @@ def live_source(machine: MachineHandle, backend: str, timeout_s: float) -> ChipS
     return chip_source(
         machine, backend, timeout_s, npu_smi=check_source(machine.npu_smi(timeout_s), machine.label)
     )
-
-
-def _close(source: ChipSource) -> None:
-    """End what the source started (DCMI's worker process): no process outlives ``check``."""
-    close = getattr(source, "close", None)
-    if callable(close):
-        close()
 
 
 def _judge(

@@ -107,3 +107,10 @@ class ChipSource(Protocol):
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
         """One chip's on-demand details; ``None`` when the source provides none (``provides_details``)."""
         ...
+
+
+def close_source(source: ChipSource) -> None:
+    """End what ``source`` started (DCMI's worker process); nothing for a source that starts nothing."""
+    close = getattr(source, "close", None)
+    if callable(close):
+        close()

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
-from npuwatch.chip_source import ChipSource, SourceReading
+from npuwatch.chip_source import ChipSource, SourceReading, close_source
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
@@ -92,7 +92,6 @@ class FallbackSource:
             outcome = self.primary.read()
             if outcome.failure is None:
                 self._back_to_primary()
-                self._produced = self.primary
                 return outcome
             self._note = self._why(outcome, SWITCH_AFTER_FAILURES)
         return self._from_fallback()
@@ -106,9 +105,7 @@ class FallbackSource:
         """Close both sources (the DCMI worker process); safe to call twice."""
         sides = {id(side): side for side in (self.primary, self.fallback, self.details) if side is not None}
         for source in sides.values():
-            close = getattr(source, "close", None)
-            if callable(close):
-                close()
+            close_source(source)
 
     def _read_primary(self) -> SourceReading:
         self._produced = self.primary
@@ -120,11 +117,10 @@ class FallbackSource:
         fallback = self.fallback
         if not self.switching or fallback is None:
             return outcome
-        if self._failures >= SWITCH_AFTER_FAILURES:
-            self._tried_at = self._clock()
         self._note = self._why(outcome, self._failures)
         if self._failures >= SWITCH_AFTER_FAILURES:
             self._active = fallback
+            self._tried_at = self._clock()
         return self._from_fallback()
 
     def _from_fallback(self) -> SourceReading:
@@ -134,13 +130,13 @@ class FallbackSource:
         return replace(outcome, note=self._note)
 
     def _back_to_primary(self) -> None:
-        self._active = self.primary
+        self._active = self._produced = self.primary
         self._failures = 0
         self._note = None
 
     def _why(self, outcome: SourceReading, failures: int) -> str:
-        """``dcmi failed 3 ticks in a row (…): reading through npu-smi; dcmi is tried again each
-        minute`` — or, before the switch, ``… : this tick read through npu-smi``."""
+        """``dcmi failed 3 ticks in a row (…): reading through npu-smi; dcmi is tried again at most
+        once a minute`` — or, before the switch, ``… : this tick read through npu-smi``."""
         failure = outcome.failure
         said = failure.message if failure is not None else "no reading"
         name = self.primary.probe_name

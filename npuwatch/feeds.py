@@ -356,8 +356,8 @@ def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = No
             dict(sim.environ),
             scenario=sim.scenario.name,
             process_lookup=sim.process_lookup,
-            dcmi_library=getattr(sim, "dcmi_library", None),
-            dcmi_kind=getattr(sim, "dcmi_kind", None),
+            dcmi_library=sim.dcmi_library,
+            dcmi_kind=sim.dcmi_kind,
             _close=sim.close,
         )
     sysroot = Sysroot(machine_root(options.root, env), environ=env)
@@ -461,12 +461,11 @@ def chip_source(
 
 def _closing(source: ChipSource, machine: MachineHandle) -> Callable[[], None]:
     """Close the source (DCMI's worker) first, then the machine (a demo's tree)."""
+    from npuwatch.chip_source import close_source
 
     def close() -> None:
         try:
-            end = getattr(source, "close", None)
-            if callable(end):
-                end()
+            close_source(source)
         finally:
             machine.close()
 

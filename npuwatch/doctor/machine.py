@@ -39,9 +39,6 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: The chip-data backends (``--backend`` / ``NPUWATCH_BACKEND``), as ``npuwatch.feeds`` names them.
-BACKENDS = ("auto", "dcmi", "npu-smi")
-
 
 class ClosableSource(Protocol):
     """A chip source with a worker to end: the DCMI source (``npuwatch.probes.dcmi.source``)."""
@@ -98,7 +95,7 @@ class Machine:
         #: What that library is when it is not the driver's own (a demo's fake), for the report.
         self.dcmi_kind = dcmi_kind
         #: The backend npuwatch reads chips through here (``auto``, ``dcmi`` or ``npu-smi``).
-        self.chip_backend = chip_backend if chip_backend in BACKENDS else "auto"
+        self.chip_backend = chip_backend  # validated by FeedOptions.chip_backend
         self._dcmi_opener = dcmi_opener
         self._values: Dict[str, Any] = {}
         self._locks: Dict[str, threading.Lock] = {}

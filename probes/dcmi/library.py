@@ -1,9 +1,7 @@
 """Provides load_library(): find ``libdcmi.so`` (or the pure-Python stand-in) and resolve each symbol alone.
 
-Search order (driver-interfaces.md §6.1, §9.1 rule 1): the path the user named (``--dcmi-lib`` /
-``NPUWATCH_DCMI_LIB``, passed in by the caller), else ``libdcmi.so`` on the loader path (only when
-the machine's root is ``/``: the loader path is this machine's), then
-``<root>/usr/local/Ascend/driver/lib64/driver/libdcmi.so`` and ``<root>/usr/local/dcmi/libdcmi.so``.
+The candidates, in order, are ``search.candidates`` (the path the user named, else ``libdcmi.so``
+on the loader path, then the driver package's two copies under the machine's root).
 ``python:<module>`` imports ``<module>`` and calls its ``load()``: an object with a CDLL's call
 surface (the demos' stand-in).  Nothing is loaded at import time.
 
@@ -24,18 +22,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from npuwatch.probes.dcmi import abi
 from npuwatch.probes.dcmi.records import SYMBOL_MISSING, LibraryFailure
-
-#: The environment variable naming the library (the caller reads it; ``--dcmi-lib`` wins).
-ENV_VAR = "NPUWATCH_DCMI_LIB"
-#: The prefix of a pure-Python stand-in: ``python:<module>``.
-PYTHON_PREFIX = "python:"
-#: The name ``dlopen`` searches on the loader path (LD_LIBRARY_PATH, ld.so.cache).
-LOADER_NAME = "libdcmi.so"
-#: Where the driver package installs it, relative to the machine's root (§6.1).
-INSTALLED_PATHS = (
-    "usr/local/Ascend/driver/lib64/driver/libdcmi.so",
-    "usr/local/dcmi/libdcmi.so",
-)
+from npuwatch.probes.dcmi.search import LOADER_NAME, PYTHON_PREFIX, candidates
 
 KIND_SHARED = "shared library"
 KIND_PYTHON = "python stand-in"
@@ -95,15 +82,6 @@ class DcmiLibrary:
         if function is None:
             return SYMBOL_MISSING
         return int(function(*args))  # type: ignore[call-overload]
-
-
-def candidates(explicit: Optional[str] = None, root: str = "/") -> Tuple[str, ...]:
-    """Where to look, in order: only ``explicit`` when given, else the loader name and the install paths."""
-    if explicit:
-        return (explicit,)
-    found = [LOADER_NAME] if os.path.abspath(root) == "/" else []
-    found.extend(os.path.join(root, relative) for relative in INSTALLED_PATHS)
-    return tuple(found)
 
 
 def load_library(explicit: Optional[str] = None, root: str = "/") -> DcmiLibrary:

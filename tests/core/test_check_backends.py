@@ -230,13 +230,6 @@ def test_an_explicit_dcmi_backend_always_asks_the_worker(capsys, spawned_workers
     assert doc["problems"][0]["message"].startswith("libdcmi.so not found")
 
 
-def test_the_driver_s_folders_are_the_loader_s():
-    from npuwatch.check_command import DCMI_INSTALLED
-    from npuwatch.probes.dcmi import library
-
-    assert DCMI_INSTALLED == library.INSTALLED_PATHS
-
-
 def test_a_libdcmi_on_ld_library_path_may_load(tmp_path):
     from npuwatch.check_command import no_dcmi_library
     from npuwatch.feeds import MachineHandle

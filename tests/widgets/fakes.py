@@ -232,7 +232,7 @@ def card_text(app: object, card: Card) -> List[str]:
     """What a chip card shows, line by line, without styles."""
     from npuwatch.widgets.tui.chip_grid import ChipGrid
 
-    return [line.plain for line in app.query_one(ChipGrid).card_texts(card)]  # type: ignore[attr-defined]
+    return app.query_one(ChipGrid).card_texts(card)  # type: ignore[attr-defined,no-any-return]
 
 
 def focused_card(app: object) -> Optional[Card]:

@@ -37,7 +37,6 @@ from npuwatch.widgets.tui.chip_layout import (
     place_lines,
 )
 from npuwatch.widgets.tui.chip_palette import Palette
-from npuwatch.widgets.tui.chips import card_lines, compact_line
 from npuwatch.widgets.tui.line import text_strip
 from npuwatch.widgets.tui.messages import ChipSelected
 from npuwatch.widgets.view_model import chip_row, worst_health
@@ -136,12 +135,12 @@ class ChipGrid(ScrollView, can_focus=True):
         """The card the cursor is on (the focused card while the grid has the focus)."""
         return self.cards[self.cursor] if self.cards else None
 
-    def card_texts(self, card: Card) -> List[Text]:
-        """What ``card`` shows, line by line, as text (read by tests)."""
-        width = max(20, card.place.width)
-        if self.compact:
-            return [compact_line(card.chip, self.history, width, card.in_group, card.row)]
-        return card_lines(card.chip, self.history, width, card.in_group, card.row)
+    def card_texts(self, card: Card) -> List[str]:
+        """What ``card`` shows, line by line, as the grid paints it (its kept lines when they are
+        current): read by tests, so they see the painter's output, caches included."""
+        focused = self.has_focus and self.cards.index(card) == self.cursor
+        lines = self._card_lines(card, focused, self._get_palette())
+        return ["".join(segment.text for segment in line) for line in lines]
 
     def focus_card(self, index: int) -> None:
         """Put the cursor on card ``index`` and scroll it into view."""

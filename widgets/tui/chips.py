@@ -14,7 +14,6 @@ from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
 from npuwatch.widgets.view_model import ChipRow, MetricCell, chip_row
 
-ChipKey = Tuple[int, int]
 LABEL_WIDTH = 5  # "HBM  "
 #: Every card's bars are this long whatever the card's width (the grid's cards differ by a cell
 #: or more), so equal values draw equal bars; the sparkline takes what is left of the line.
@@ -34,7 +33,7 @@ def card_value(cell: MetricCell) -> str:
     return cell.text
 
 
-def _title(row: ChipRow, in_group: bool) -> Text:
+def _title(row: ChipRow, in_group: bool, bus_id: bool = True) -> Text:
     ident = row.identity
     text = Text()
     if in_group:  # the group's border names the NPU; each card names its chip
@@ -43,7 +42,8 @@ def _title(row: ChipRow, in_group: bool) -> Text:
         text.append(f"phy {ident.phy_id} ")
     if ident.device_id is not None:
         text.append(f"dev {ident.device_id} ")
-    text.append(inert(ident.bus_id or "Bus-Id n/a"), style="dim")
+    if bus_id:
+        text.append(inert(ident.bus_id or "Bus-Id n/a"), style="dim")
     if row.stale:
         text.append("  STALE", style="bold dark_orange")
     return text
@@ -56,10 +56,15 @@ def card_widths(width: int) -> Tuple[int, int]:
     return bar_w, max(1, room - bar_w)
 
 
-def card_head(chip: ChipSample, row: ChipRow, in_group: bool) -> Text:
-    head = _title(row, in_group)
-    head.append("  ")
-    head.append_text(render.badge(chip.health))
+def card_head(chip: ChipSample, row: ChipRow, in_group: bool, width: Optional[int] = None) -> Text:
+    """The card's title and health badge; a card narrower than both leaves out the Bus-Id, never
+    the health (a 37-column A3 card showed ``▲ Warnin``)."""
+    for bus_id in (True, False):
+        head = _title(row, in_group, bus_id)
+        head.append("  ")
+        head.append_text(render.badge(chip.health))
+        if width is None or head.cell_len <= width:
+            break
     return head
 
 
@@ -94,7 +99,7 @@ def card_lines(
     shown = row if row is not None else chip_row(chip)
     key = chip.identity.key
     bar_w, spark_w = card_widths(width)
-    lines = [card_head(chip, shown, in_group)]
+    lines = [card_head(chip, shown, in_group, width)]
     for shown_cells in card_rows(shown):
         if len(shown_cells) > 1:
             lines.append(_pair_line(shown_cells, width))

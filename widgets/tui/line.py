@@ -29,7 +29,7 @@ class TextLines(Widget):
         super().__init__(id=id, classes=classes)
         self._texts: List[Text] = []  # what the strips show, to skip rendering unchanged lines
         self._strips: List[Strip] = []
-        self._drawn_for: Optional[Tuple[int, bool, Style]] = None  # (width, compact, style) drawn for
+        self._drawn_for: Optional[Tuple[int, Style]] = None  # (width, style) drawn for
 
     def lines(self) -> List[Text]:
         """The content, one Text per screen line."""
@@ -39,25 +39,20 @@ class TextLines(Widget):
         """Repaint the lines that changed (the content changed).
 
         The lines are rebuilt now and compared with those on screen, so only changed lines are
-        marked dirty: a card's title (and often its memory line) stays the same from one second to
-        the next, and repainting every line of every widget was most of a frame's CPU.
+        marked dirty: a line that reads the same from one second to the next is not repainted.
         """
         key = self._key()
         if self._drawn_for != key or not key[0]:  # never drawn, resized or restyled: all of it
             self._drawn_for = None
             self.refresh()
             return
-        strips = self.fresh_strips(key[0], key[2])
-        if strips is not None:
-            self._take_strips(strips, key[0])
-            return
         texts = self.lines()
         if len(texts) != len(self._texts):
-            self._draw(texts, key[0], key[2])
+            self._draw(texts, key[0], key[1])
             self.refresh()
             return
         console = self.app.console
-        base = key[2]
+        base = key[1]
         changed = []
         for y, (was, now) in enumerate(zip(self._texts, texts)):
             # Text equality ignores the base style (the alerts line turns red with the same
@@ -72,30 +67,9 @@ class TextLines(Widget):
         if changed:
             self.refresh(*changed)
 
-    def fresh_strips(self, width: int, base: Style) -> Optional[List[Strip]]:
-        """The content drawn straight to strips ``width`` wide over ``base``, for a widget that
-        can do so without Rich Text (a chip card: its lines change every second); None draws
-        ``lines()`` instead."""
-        return None
-
-    def _take_strips(self, strips: List[Strip], width: int) -> None:
-        """Show ``strips``, repainting only the lines that differ (an unchanged line keeps its
-        strip, and so its filtered form)."""
-        if len(strips) != len(self._strips):
-            self._texts, self._strips = [], strips
-            self.refresh()
-            return
-        changed = []
-        for y, (was, now) in enumerate(zip(self._strips, strips)):
-            if was != now:
-                self._strips[y] = now
-                changed.append(Region(0, y, width, 1))
-        if changed:
-            self.refresh(*changed)
-
-    def _key(self) -> Tuple[int, bool, Style]:
+    def _key(self) -> Tuple[int, Style]:
         # The widget's own style (theme, focus) is drawn into the strips: a change redraws them.
-        return (self.size.width, self.has_class("compact"), self.visual_style.rich_style)
+        return (self.size.width, self.visual_style.rich_style)
 
     def _draw(self, texts: List[Text], width: int, base: Style) -> None:
         console = self.app.console
@@ -106,16 +80,12 @@ class TextLines(Widget):
         width = self.size.width
         key = self._key()
         if self._drawn_for != key:
-            strips = self.fresh_strips(width, key[2])
-            if strips is None:
-                self._draw(self.lines(), width, key[2])
-            else:
-                self._texts, self._strips = [], strips
+            self._draw(self.lines(), width, key[1])
             self._drawn_for = key
-        return self._strips[y] if y < len(self._strips) else Strip.blank(width, key[2])
+        return self._strips[y] if y < len(self._strips) else Strip.blank(width, key[1])
 
     def render_lines(self, crop: Region) -> List[Strip]:
-        """The strips as drawn, for a widget with no box around its lines (the chip cards).
+        """The strips as drawn, for a widget with no box around its lines.
 
         Textual's styles cache would copy every line it repaints to add padding, borders and
         opacity these widgets do not have, and so filter (ANSI → true colour) each copy afresh;

@@ -31,6 +31,7 @@ from npuwatch.doctor.engine import check_timeout_s
 from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import ClosableSource, Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
+from npuwatch.probes.dcmi import search
 from npuwatch.probes.dcmi.records import SYMBOL_MISSING
 from npuwatch.probes.dcmi_codes import describe
 from npuwatch.probes.devices import MANAGER_NODES
@@ -82,18 +83,14 @@ class Library:
 
 def candidates(machine: Machine) -> Tuple[str, ...]:
     """Where the DCMI worker looks for the library on ``machine`` (real paths), in its order."""
-    from npuwatch.probes.dcmi import library
-
-    return library.candidates(machine.dcmi_library, str(machine.sysroot.root))
+    return search.candidates(machine.dcmi_library, str(machine.sysroot.root))
 
 
 def search_order() -> str:
     """The search, in words (shown when nothing loads)."""
-    from npuwatch.probes.dcmi import library
-
-    installed = ", ".join(f"/{path}" for path in library.INSTALLED_PATHS)
+    installed = ", ".join(f"/{path}" for path in search.INSTALLED_PATHS)
     return (
-        f"--dcmi-lib / {library.ENV_VAR}, else {library.LOADER_NAME} on the loader path "
+        f"--dcmi-lib / {search.ENV_VAR}, else {search.LOADER_NAME} on the loader path "
         f"(live machine only), {installed}"
     )
 
@@ -110,7 +107,7 @@ def locate(machine: Machine) -> Library:
     """Every candidate that exists, loaded in a child in search order: the first that loads wins."""
     tried = candidates(machine)
     names = tuple(shown(machine, where) for where in tried)
-    if tried[0].startswith("python:"):  # library.PYTHON_PREFIX: a module, imported by the worker
+    if tried[0].startswith(search.PYTHON_PREFIX):  # a module, imported by the worker
         return Library(names, loaded=tried[0], stand_in=True)
     present = [where for where in tried if "/" not in where or os.path.exists(where)]
     if not present:
