@@ -6,18 +6,11 @@ import enum
 import functools
 import threading
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
-from npuwatch.judge.rules import (
-    Reason,
-    ReasonKind,
-    busiest_host_process,
-    host_cpu_percent,
-    judge_snapshot,
-    pcie_detail,
-)
-from npuwatch.model import ChipSample, Level, MetricStatus, NpuProcess, ProbeReport, Snapshot
+from npuwatch.judge.rules import Reason, ReasonKind, judge_snapshot, pcie_detail
+from npuwatch.model import ChipSample, Level, MetricStatus, ProbeReport, Snapshot, WorkloadClass
 from npuwatch.text_safety import first_clause, shorten
 
 ChipKey = Tuple[int, int]
@@ -53,6 +46,7 @@ class AlertKind(enum.Enum):
     TEMPERATURE = "temperature"
     HBM_HELD = "hbm-held"
     INPUT_BOUND = "input-bound"
+    THROTTLING = "throttling"
     PCIE_DEGRADED = "pcie-degraded"
     DEVICE_LOST = "device-lost"
     NPU_SMI = "npu-smi"
@@ -74,7 +68,7 @@ class Alert:
 DOCTOR_POINTER = " — run `npuwatch doctor`"
 
 #: Every per-chip alert key.
-_CHIP_KINDS = ("health", "temperature", "hbm-held", "input-bound", "device-lost", "pcie")
+_CHIP_KINDS = ("health", "temperature", "hbm-held", "input-bound", "throttling", "device-lost", "pcie")
 
 
 @dataclass(frozen=True)
@@ -99,11 +93,10 @@ class Hysteresis:
 
     raise_after: int = 2
     clear_after: int = 3
-    input_bound_after: int = 3
 
     def __post_init__(self) -> None:
-        if min(self.raise_after, self.clear_after, self.input_bound_after) < 1:
-            raise ValueError("raise_after, clear_after and input_bound_after must be at least 1")
+        if min(self.raise_after, self.clear_after) < 1:
+            raise ValueError("raise_after and clear_after must be at least 1")
 
 
 #: The severity of an alert for a reason of each level (an unknown health is worth a look, not
@@ -180,9 +173,6 @@ class AlertTracker:
             if finding is not None:
                 findings[finding.alert.key] = finding
         judgements = judge_snapshot(snapshot, self.thresholds)
-        processes: Dict[ChipKey, List[NpuProcess]] = {}
-        for process in snapshot.processes:
-            processes.setdefault((process.npu_id, process.chip_id), []).append(process)
         # Chip values are current only when the source answered; otherwise its alert says why.
         answered = report is None or report.status is MetricStatus.OK
         buses: Set[Tuple[int, str]] = set()
@@ -194,9 +184,8 @@ class AlertTracker:
                 judged.update((kind, *key) for kind in _CHIP_KINDS)  # its older alerts count as clear
             elif answered and ReasonKind.STALE not in kinds:
                 judged.update((kind, *key) for kind in _CHIP_KINDS)
-                bound = self._input_bound(chip, processes.get(key, []))
-                if bound is not None:
-                    findings[bound.key] = _Finding(bound, self.hysteresis.input_bound_after)
+                for alert in _workload_alerts(chip):
+                    findings[alert.key] = _Finding(alert, 1)  # the workload judge settled it already
             else:
                 # Only sysfs's link can be judged; the source's alert says why the rest cannot.
                 reasons = tuple(r for r in reasons if r.kind is ReasonKind.PCIE_DEGRADED)
@@ -269,22 +258,23 @@ class AlertTracker:
         message = f"{message}{DOCTOR_POINTER}"
         return _Finding(Alert(("npu-smi",), Severity.CRITICAL, AlertKind.NPU_SMI, message, detail), 1)
 
-    def _input_bound(self, chip: ChipSample, processes: Sequence[NpuProcess]) -> Optional[Alert]:
-        top = busiest_host_process(chip, processes, self.thresholds)
-        if top is None:
-            return None
-        label = chip.identity.label
-        process = f"PID {top.pid} ({top.name or 'unnamed'})"
-        aicore = chip.aicore_percent
-        detail = (
-            f"AI Core is at {aicore:g} % while {process} uses {host_cpu_percent(top):g} % CPU: "
-            "the host is busy but the NPU idles — the classic data-loading bottleneck; add data-loader "
-            "workers, prefetch, or move preprocessing onto the NPU."
-        )
-        key: AlertKey = ("input-bound", *chip.identity.key)
-        return Alert(
-            key, Severity.WARNING, AlertKind.INPUT_BOUND, f"{label} input-bound", detail, chip.identity.key
-        )
+
+def _workload_alerts(chip: ChipSample) -> Iterator[Alert]:
+    """The workload judge's findings worth an alert: an input-bound job and a throttled chip."""
+    workload = chip.workload
+    if workload is None:
+        return
+    identity = chip.identity
+    if workload.kind is WorkloadClass.INPUT_BOUND:
+        detail = f"{identity.label} is input-bound ({workload.summary}): {workload.next_step}"
+        key: AlertKey = ("input-bound", *identity.key)
+        message = f"{identity.label} input-bound"
+        yield Alert(key, Severity.WARNING, AlertKind.INPUT_BOUND, message, detail, identity.key)
+    if workload.throttling is not None:
+        detail = f"{identity.label}: {workload.summary}. {workload.next_step}"
+        message = f"{identity.label} {workload.throttle_tag}"
+        key = ("throttling", *identity.key)
+        yield Alert(key, Severity.WARNING, AlertKind.THROTTLING, message, detail, identity.key)
 
 
 def _seen_bus(chip: ChipSample, buses: Set[Tuple[int, str]]) -> bool:

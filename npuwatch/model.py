@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Mapping, Optional, Tuple
+from typing import Iterable, Mapping, Optional, Tuple, Union
 
 from npuwatch.metrics_table import METRICS
 
@@ -195,6 +195,102 @@ class ChipError:
         return f"{self.code} {self.meaning}" if self.meaning else self.code
 
 
+class WorkloadClass(enum.Enum):
+    """What a chip is limited by, as the judge (``npuwatch.judge.workload``) reads it over a window."""
+
+    COMPUTE_BOUND = "compute-bound"
+    MEMORY_BOUND = "memory-bound"
+    AICPU_BOUND = "aicpu-bound"
+    INPUT_BOUND = "input-bound"
+    WAITING = "waiting"
+    IDLE = "idle"
+    IDLE_HOLDING_HBM = "idle-holding-hbm"
+    UNKNOWN = "unknown"  # no current AI Core reading: the chip is lost, stale or not reported
+
+    @property
+    def tag(self) -> str:
+        """A card's short word for it."""
+        return _WORKLOAD_TAGS[self]
+
+    @property
+    def problem(self) -> bool:
+        """True for the classes that say the job is held back by something other than compute."""
+        return self in _WORKLOAD_PROBLEMS
+
+
+_WORKLOAD_TAGS = {
+    WorkloadClass.COMPUTE_BOUND: "compute",
+    WorkloadClass.MEMORY_BOUND: "memory",
+    WorkloadClass.AICPU_BOUND: "AI CPU",
+    WorkloadClass.INPUT_BOUND: "input",
+    WorkloadClass.WAITING: "waiting",
+    WorkloadClass.IDLE: "idle",
+    WorkloadClass.IDLE_HOLDING_HBM: "HBM held",
+    WorkloadClass.UNKNOWN: "?",
+}
+_WORKLOAD_PROBLEMS = frozenset(
+    {
+        WorkloadClass.MEMORY_BOUND,
+        WorkloadClass.AICPU_BOUND,
+        WorkloadClass.INPUT_BOUND,
+        WorkloadClass.WAITING,
+        WorkloadClass.IDLE_HOLDING_HBM,
+    }
+)
+
+
+class Throttling(enum.Enum):
+    """Why AI Core runs below its rated frequency while busy."""
+
+    THERMAL = "thermal"
+    POWER = "power"
+
+
+@dataclass(frozen=True)
+class LastOwner:
+    """The process that last held a chip's memory, as npuwatch saw it (the likely owner of a leak)."""
+
+    pid: int
+    name: Optional[str] = None
+    user: Optional[str] = None
+    command: Optional[str] = None
+    npu_memory_mib: Optional[int] = None
+    last_seen: Optional[datetime] = None
+
+
+#: An evidence value: a number (a window's mean), a name, or ``None`` when not read.
+EvidenceValue = Optional[Union[float, int, str]]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A chip's workload class over the judge's window, with the numbers that decided it.
+
+    ``needs_dcmi`` names the classes the chip source could not decide (npu-smi has no HBM
+    bandwidth, AI CPU or frequency); ``owner`` is the likely owner of memory held with no process.
+    """
+
+    kind: WorkloadClass
+    summary: str
+    next_step: str
+    throttling: Optional[Throttling] = None
+    evidence: Mapping[str, EvidenceValue] = field(default_factory=dict)
+    needs_dcmi: Tuple[str, ...] = ()
+    owner: Optional[LastOwner] = None
+    samples: int = 1
+    window_s: float = 0.0
+
+    @property
+    def tag(self) -> str:
+        """A card's short word for the class."""
+        return self.kind.tag
+
+    @property
+    def throttle_tag(self) -> str:
+        """``throttled: thermal`` / ``throttled: power``, or empty."""
+        return f"throttled: {self.throttling.value}" if self.throttling is not None else ""
+
+
 @dataclass(frozen=True)
 class ChipSample:
     """One chip at one instant: identity, health and every metric (``None`` + a note when absent)."""
@@ -232,6 +328,9 @@ class ChipSample:
     ecc_single_bit_errors: Optional[int] = None  # HBM ECC counts (DCMI's ECC info of the HBM)
     ecc_double_bit_errors: Optional[int] = None
     ecc_isolated_pages: Optional[int] = None
+    #: What the chip is limited by, judged over a window by the feed (``npuwatch.judge.workload``);
+    #: ``None`` until a feed has judged it.
+    workload: Optional[Workload] = None
 
     def metric(self, name: str) -> Optional[float]:
         """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""

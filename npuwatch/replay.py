@@ -13,6 +13,7 @@ from typing import Callable, FrozenSet, List, Optional, Union
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
+from npuwatch.judge.workload import WorkloadJudge
 from npuwatch.model import Snapshot
 from npuwatch.recording import Recording, read_recording
 
@@ -55,6 +56,9 @@ class ReplaySampler:
         self._origin = clock()  # the clock reading at which position 0 plays
         self._paused_at: Optional[float] = None
         self._shown = -1  # index of the newest snapshot added to the History
+        # The recording judged in order by the judge a live feed runs, as far as it has played.
+        self._workloads = WorkloadJudge()
+        self._judged: List[Snapshot] = []
         self.interval_s = self._refresh_s()
 
     @classmethod
@@ -180,16 +184,24 @@ class ReplaySampler:
             self.history.clear()  # in place: views hold this History
             start = max(0, index - self.history.capacity + 1)
         for i in range(start, index + 1):
-            self.history.add(self._filtered(self.recording.snapshots[i]))
+            self.history.add(self._filtered(self._judged_at(i)))
         self._shown = index
 
     def _shown_snapshot(self, index: int) -> Snapshot:
-        snapshot = self._filtered(self.recording.snapshots[index])
+        snapshot = self._filtered(self._judged_at(index))
         notes = list(self.recording.warnings)
         if index == len(self._offsets_s) - 1 and len(self._offsets_s) > 1:
             taken = f"{snapshot.taken_at:%Y-%m-%d %H:%M:%S %Z}"
             notes.append(f"end of recording: its last sample was taken at {taken}")
         return replace(snapshot, source=self.label, warnings=(*snapshot.warnings, *notes))
+
+    def _judged_at(self, index: int) -> Snapshot:
+        """The recorded snapshot ``index`` with its chips' workloads judged as a live feed would
+        have (every snapshot before it judged first, once)."""
+        snapshots = self.recording.snapshots
+        while len(self._judged) <= index:
+            self._judged.append(self._workloads.judge(snapshots[len(self._judged)]))
+        return self._judged[index]
 
     def _filtered(self, snapshot: Snapshot) -> Snapshot:
         if self.devices is None:

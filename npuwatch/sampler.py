@@ -13,6 +13,7 @@ from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_source import ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
+from npuwatch.judge.workload import WorkloadJudge
 from npuwatch.machine_chips import MachineChips, machine_chips, unreported_chips
 from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
 from npuwatch.plausible import capped, plausible
@@ -79,6 +80,7 @@ class Sampler:
         self._in_container: Optional[bool] = None
         self._versions: Optional[Tuple[Versions, float]] = None
         self._logged: Set[str] = set()
+        self._workloads = WorkloadJudge()
 
     @property
     def label(self) -> str:
@@ -104,7 +106,7 @@ class Sampler:
                 # A self-test is timing copies: polling the driver now would skew it.  Show the
                 # last sample, marked, and leave a gap in the history.
                 return replace(self._last, warnings=(*self._last.warnings, PAUSED_WARNING))
-            snapshot = self._sample_locked()
+            snapshot = self._workloads.judge(self._sample_locked())
             self._last = snapshot
             self.history.add(snapshot)
         return snapshot

@@ -7,6 +7,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from npuwatch.judge.fault_codes import handling_of
 from npuwatch.judge.rules import Judgement, judge_snapshot
 from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
 from npuwatch.model import (
@@ -25,6 +26,7 @@ from npuwatch.model import (
     ProcessHostInfo,
     Snapshot,
     Versions,
+    Workload,
 )
 from npuwatch.text_safety import inert_json
 
@@ -113,11 +115,47 @@ def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
     out["metric_status"] = {name: note.status.value for name, note in notes.items()}
     out["metric_notes"] = {name: note.reason for name, note in notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
-    out["error_codes"] = [{"code": e.code, "text": e.meaning} for e in chip.errors]  # DESIGN §2.2
+    out["error_codes"] = [_error_dict(e) for e in chip.errors]  # DESIGN §2.2 (+ handling)
     out["lost_reason"] = chip.lost_reason
     # The judge's verdict (DESIGN §2.2): derived, so reading a snapshot back judges it again.
     out["judgement"] = {"level": judgement.level.value, "reasons": list(judgement.texts)}
+    # What the chip is limited by, over the feed's window (npuwatch.judge.workload); derived too.
+    out["workload"] = None if chip.workload is None else _workload_dict(chip.workload)
     return out
+
+
+def _error_dict(error: ChipError) -> Dict[str, Any]:
+    handling = handling_of(error.code)
+    return {
+        "code": error.code,
+        "text": error.meaning,
+        "handling": None if handling is None else handling.value,
+        "action": None if handling is None else handling.action,
+    }
+
+
+def _workload_dict(workload: Workload) -> Dict[str, Any]:
+    owner = workload.owner
+    return {
+        "class": workload.kind.value,
+        "throttling": None if workload.throttling is None else workload.throttling.value,
+        "evidence": dict(workload.evidence),
+        "summary": workload.summary,
+        "next_step": workload.next_step,
+        "needs_dcmi": list(workload.needs_dcmi),
+        "owner": None
+        if owner is None
+        else {
+            "pid": owner.pid,
+            "name": owner.name,
+            "user": owner.user,
+            "command": owner.command,
+            "npu_memory_mib": owner.npu_memory_mib,
+            "last_seen": None if owner.last_seen is None else owner.last_seen.isoformat(),
+        },
+        "samples": workload.samples,
+        "window_s": workload.window_s,
+    }
 
 
 def _only_unavailable(chip: ChipSample, name: str, note: MetricNote) -> bool:

@@ -83,9 +83,32 @@ class Thresholds:
     hbm_idle_fraction: float = 1 / 16
     #: Memory counts as held with no process when it exceeds the idle allowance by this much.
     hbm_held_min_mib: int = 2048
-    #: Input-bound: AI Core at or below this while a process of the chip is at or above host_busy.
-    aicore_idle_percent: float = 5.0
+    #: Workload classes (``npuwatch.judge.workload``), all our defaults (Huawei publishes none).
+    #: AI Core below ``aicore_low_percent`` is not what limits the job: the class then says what
+    #: does (AI CPU, the host, or nothing: waiting); at or above it the chip is compute-bound,
+    #: unless HBM bandwidth is at ``hbm_bandwidth_high_percent`` while AI Core is below
+    #: ``aicore_busy_percent`` (memory-bound).  A job's host process at ``host_busy_percent`` or
+    #: more of one core is busy feeding it (input-bound); AI CPU at ``aicpu_busy_percent``.
+    aicore_low_percent: float = 30.0
+    aicore_busy_percent: float = 70.0
+    hbm_bandwidth_high_percent: float = 70.0
+    aicpu_busy_percent: float = 50.0
     host_busy_percent: float = 80.0
+    #: The window the evidence is averaged over, and the hysteresis: a new class shows once every
+    #: sample for ``settle_s`` (and at least ``settle_samples`` samples) reads it; memory held
+    #: with no process needs ``held_settle_samples`` (a job's exit frees HBM within a second or two).
+    workload_window_s: float = 10.0
+    settle_samples: int = 2
+    settle_s: float = 1.0
+    held_settle_samples: int = 3
+    #: Throttling: AI Core busy (at or above ``aicore_low_percent``) at a frequency more than
+    #: ``throttle_freq_margin`` below its rated one, while the temperature is within
+    #: ``throttle_near_limit_c`` of the model's warning limit (thermal) or the power at
+    #: ``throttle_power_share`` of its rating (power cap), for ``throttle_settle_samples`` samples.
+    throttle_freq_margin: float = 0.05
+    throttle_near_limit_c: float = 5.0
+    throttle_power_share: float = 0.95
+    throttle_settle_samples: int = 3
     #: A chip source slower than this per read is worth a warning (the driver is busy).
     source_slow_s: float = 2.0
     #: Where a usage bar turns amber and red (our defaults): memory at 80 % and 95 % of its

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from npuwatch.judge.fault_codes import SOURCE as FAULT_SOURCE
+from npuwatch.judge.fault_codes import FaultHandling, worst_handling
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
 from npuwatch.model import ChipSample, Health, Level, MetricStatus, NpuProcess, PcieLink, Snapshot, worst
 
@@ -127,17 +129,6 @@ def held_memory(
     return HeldMemory("HBM" if hbm else "memory", used, total, idle)
 
 
-def busiest_host_process(
-    chip: ChipSample, processes: Sequence[NpuProcess], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> Optional[NpuProcess]:
-    """The chip's busiest process when AI Core idles while it keeps a host CPU busy (input-bound)."""
-    aicore = fresh(chip, "aicore_percent")
-    if aicore is None or aicore > thresholds.aicore_idle_percent:
-        return None
-    busy = [p for p in processes if host_cpu_percent(p) >= thresholds.host_busy_percent]
-    return max(busy, key=host_cpu_percent) if busy else None
-
-
 def host_cpu_percent(process: NpuProcess) -> float:
     """The process's host CPU use (0 when the host cannot see it)."""
     return (process.host.cpu_percent if process.host is not None else None) or 0.0
@@ -169,8 +160,9 @@ def judge_chip(
         reasons.append(_pcie(chip, chip.pcie))
     if is_stale(chip):
         return _judgement([*reasons, _stale(chip)])
-    if chip.health is not Health.OK:
-        reasons.append(_health(chip))
+    handling = worst_handling(e.code for e in chip.errors)
+    if chip.health is not Health.OK or (handling is not None and handling.level is not Level.OK):
+        reasons.append(_health(chip, handling))
     temperature = _temperature(chip, thresholds)
     if temperature is not None:
         reasons.append(temperature)
@@ -236,9 +228,9 @@ def _stale(chip: ChipSample) -> Reason:
     return Reason(ReasonKind.STALE, Level.UNKNOWN, "values stale", detail)
 
 
-def _health(chip: ChipSample) -> Reason:
+def _health(chip: ChipSample, handling: Optional[FaultHandling]) -> Reason:
     label, query = chip.identity.label, health_query(chip)
-    if chip.health is Health.UNKNOWN:
+    if chip.health is Health.UNKNOWN and not chip.errors:
         detail = f"the chip source gives no health for {label}: it may be starting or failing; run {query}."
         return Reason(ReasonKind.HEALTH, Level.UNKNOWN, "health unknown", detail)
     text = chip.health.value
@@ -249,11 +241,15 @@ def _health(chip: ChipSample) -> Reason:
         why = f"error {codes}; {query} shows the report"
     else:
         why = f"{query} gives the error code"
-    detail = (
-        f"{label} reports {chip.health.value} health: {why}; "
-        "check `dmesg` and move jobs off a chip in Alarm or Critical."
-    )
-    return Reason(ReasonKind.HEALTH, chip.health.level, text, detail)
+    if handling is None:
+        advice = "check `dmesg` and move jobs off a chip in Alarm or Critical."
+        level = chip.health.level
+    else:
+        advice = f"Huawei's handling of it is {handling.value}: {handling.action} ({FAULT_SOURCE})."
+        text += f" → {handling.value}"
+        level = worst((chip.health.level, handling.level))
+    detail = f"{label} reports {chip.health.value} health: {why}; {advice}"
+    return Reason(ReasonKind.HEALTH, level, text, detail)
 
 
 def _temperature(chip: ChipSample, thresholds: Thresholds) -> Optional[Reason]:
@@ -286,6 +282,11 @@ def _held(chip: ChipSample, held: HeldMemory, in_container: bool) -> Reason:
         f"(idle is about {held.idle_mib:.0f} MiB): leaked or zombie memory from a process that died without "
         f"freeing it{elsewhere}; find holders with `fuser -v /dev/davinci*`."
     )
+    owner = chip.workload.owner if chip.workload is not None else None
+    if owner is not None:
+        seen = f" at {owner.last_seen:%H:%M:%S}" if owner.last_seen is not None else ""
+        who = f"PID {owner.pid} ({owner.name or 'unnamed'}{', ' + owner.user if owner.user else ''})"
+        detail += f" The last process npuwatch saw holding it was {who}{seen}."
     text = f"{held.used_mib / 1024:.1f} GiB {held.kind} held, no process"
     return Reason(ReasonKind.HBM_HELD, Level.WARNING, text, detail)
 

@@ -84,8 +84,18 @@ def test_error_codes_survive_the_json_round_trip() -> None:
     snapshot = Snapshot(datetime(2026, 1, 1, tzinfo=timezone.utc), "demo:chip-alarm", chips=(chip,))
     doc = snapshot_json.to_dict(snapshot)
     assert doc["chips"][0]["error_codes"] == [  # the name and shape DESIGN §2.2 fixes
-        {"code": "80E01801", "text": "HBM multi-bit ECC error"},
-        {"code": "80CB8002", "text": None},
+        {
+            "code": "80E01801",
+            "text": "HBM multi-bit ECC error",
+            "handling": "restart-business",
+            "action": "restart the job (from its last checkpoint): the chip itself stays in service",
+        },
+        {
+            "code": "80CB8002",
+            "text": None,
+            "handling": "restart-request",
+            "action": "retry the failed request or step: the fault is transient",
+        },
     ]
     schema = json.loads((Path(snapshot_json.__file__).parent / "snapshot-v1.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(doc)

@@ -73,7 +73,7 @@ CASES: Dict[str, Case] = {
     "health Alarm": Case(
         chip(health=Health.ALARM, errors=(ChipError("80E01801", "HBM multi-bit ECC error"),)),
         "critical",
-        ("Alarm 80E01801 HBM multi-bit ECC error",),
+        ("Alarm 80E01801 HBM multi-bit ECC error → restart-business",),
     ),
     "health Critical": Case(chip(health=Health.CRITICAL), "critical", ("Critical",)),
     "health Unknown": Case(chip(health=Health.UNKNOWN), "unknown", ("health unknown",)),

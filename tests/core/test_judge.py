@@ -95,7 +95,7 @@ def test_health_severity_is_a_property_of_health(health, level):
 def test_a_chip_in_alarm_gives_its_error_codes_in_the_reason():
     errors = (ChipError("80E01801", "HBM multi-bit ECC error"), ChipError("80CB8002"))
     judged = judge_chip(chip(health=Health.ALARM, errors=errors))
-    assert judged.texts == ("Alarm 80E01801 HBM multi-bit ECC error (+1 code)",)
+    assert judged.texts == ("Alarm 80E01801 HBM multi-bit ECC error (+1 code) → restart-business",)
     assert "npu-smi info -t health -i 0 -c 0" in judged.reasons[0].detail
 
 

@@ -96,8 +96,18 @@ def test_a_dcmi_snapshot_writes_every_new_metric_the_backend_and_the_dcmi_versio
     # Said once: an unsupported driver-only metric's status is the default, its reason in unavailable.
     assert chip["metric_status"] == {} and chip["metric_notes"] == {}
     assert chip["error_codes"] == [
-        {"code": "80E01801", "text": "HBM multi-bit ECC error"},
-        {"code": "80CB8009", "text": None},
+        {
+            "code": "80E01801",
+            "text": "HBM multi-bit ECC error",
+            "handling": "restart-business",
+            "action": "restart the job (from its last checkpoint): the chip itself stays in service",
+        },
+        {
+            "code": "80CB8009",
+            "text": None,
+            "handling": "restart-request",
+            "action": "retry the failed request or step: the fault is transient",
+        },
     ]
     text = snapshot_json.dumps(dcmi_snapshot(), indent=None)
     assert '"aicore_freq_mhz":1300,' in text and '"voltage_v":0.85,' in text
