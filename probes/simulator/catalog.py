@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Dict, List, Tuple
 
 from npuwatch.probes.simulator.scenarios import (
+    COMPUTE,
     EVALUATION,
     INFERENCE,
     ChipSpec,
@@ -13,10 +14,14 @@ from npuwatch.probes.simulator.scenarios import (
     DcmiSpec,
     HealthOverride,
     Layout,
+    LoadProfile,
     NpuSmiMode,
     PciSpec,
+    Phase,
     ProcessSpec,
     Scenario,
+    Throttle,
+    ThrottleReason,
     Versions,
 )
 
@@ -153,6 +158,137 @@ def _dcmi_scenarios(chips: Tuple[ChipSpec, ...], pci: Tuple[PciSpec, ...]) -> Li
     ]  # fmt: skip
 
 
+# --- what a chip is limited by (issue 17): one condition per scenario, early and recurring ------
+#
+# Each condition sets in within ~20 s of the demo's start (so ``NPUWATCH_SIM_NOW=40`` shows it)
+# and, except the fault, ends after ~2½ min and comes back: a live view sees it clear too.
+
+#: A training step that never stalls: the AI Core stays busy (the throttling demo's job).
+_STEADY_TRAINING = LoadProfile(warmup_s=8.0, dip_every_s=0.0, checkpoint_every_s=0.0)
+#: LLM decode at small batch: every token streams the weights and KV cache from HBM, the cube
+#: units wait on memory; every 200 s a 50 s burst of long prompts (prefill) is compute-bound.
+_DECODE = LoadProfile(
+    warmup_s=8.0,
+    steady=Phase((25.0, 50.0), (40.0, 70.0), hbm_bandwidth_percent=(80.0, 95.0)),
+    dip_every_s=200.0,
+    dip_s=50.0,
+    dip=Phase((80.0, 95.0), (60.0, 90.0), hbm_bandwidth_percent=(45.0, 60.0)),
+    checkpoint_every_s=0.0,
+)
+#: A model fresh from a CUDA port: operators without an AI Core kernel on this SoC (dynamic
+#: shapes, int64 indexing) run on the AI CPU; every 200 s a 40 s validation pass runs on the AI Core.
+_FALLBACK = LoadProfile(
+    warmup_s=6.0,
+    steady=Phase((2.0, 8.0), (25.0, 45.0), hbm_bandwidth_percent=(3.0, 10.0), aicpu_percent=(60.0, 90.0)),
+    dip_every_s=200.0,
+    dip_s=40.0,
+    dip=COMPUTE,
+    checkpoint_every_s=0.0,
+)
+#: Training starved by its input pipeline: each rank's python decodes and augments images on
+#: the host while the AI Core waits; every 200 s 40 s of steps from the page cache run at speed.
+_STARVED = LoadProfile(
+    warmup_s=6.0,
+    steady=Phase((1.0, 6.0), (300.0, 400.0)),
+    dip_every_s=200.0,
+    dip_s=40.0,
+    dip=COMPUTE,
+    checkpoint_every_s=0.0,
+)
+#: A job that runs at full speed from its first seconds (the leaking job, a serving instance).
+_SHORT_WARMUP = LoadProfile(warmup_s=6.0, dip_every_s=0.0, checkpoint_every_s=0.0)
+
+
+def _ranks(
+    chips: Tuple[ChipSpec, ...],
+    first_pid: int,
+    user: str,
+    command: str,
+    profile: LoadProfile,
+    name: str = "python3",
+    rss_mib: int = 18_400,
+) -> Tuple[ProcessSpec, ...]:
+    """One process per chip (``command`` formatted with ``rank`` and ``phy``), 82 % of HBM each."""
+    return tuple(
+        ProcessSpec(
+            first_pid + rank * 7, name, user, command.format(rank=rank, phy=c.phy_id), c.npu_id, c.chip_id,
+            int(c.hbm_total_mib * 0.82) - c.hbm_baseline_mib, rss_mib, profile,
+        )
+        for rank, c in enumerate(chips)
+    )  # fmt: skip
+
+
+def _limited_by(chips: Tuple[ChipSpec, ...], pci: Tuple[PciSpec, ...]) -> List[Scenario]:
+    """The demos of issue 17: throttling, memory-bound, AI CPU fallback, input-bound, leaked HBM,
+    an error code with Huawei's handling class."""
+    train = "/opt/conda/bin/python3 -u train.py --config configs/llama2_13b.yaml --local_rank={rank}"
+    thermal = Throttle(
+        ThrottleReason.THERMAL, 87.0, start_s=-10.0, climb_s=30.0, steps_from_s=25.0, release_s=160.0
+    )  # a failed fan: 87 °C by 20 s, 1800 → 1300 MHz from 15 s to 35 s, cooled again at 170 s
+    power = Throttle(
+        ThrottleReason.POWER, 398.5, start_s=5.0, climb_s=8.0, steps_from_s=8.0, release_s=150.0,
+        recover_s=10.0, floor_mhz=1500,
+    )  # fmt: skip  # at the 400 W cap by 13 s, 1800 → 1500 MHz by 23 s, released at 155 s
+    decode = "mindie_llm_backend --model llama3-8b --max-seq-len 32768 --max-batch-size 4 --device {phy}"
+    ported = "python3 train_detr.py --amp --device npu:{phy} --local_rank={rank}"
+    starved = (
+        "/opt/conda/bin/python3 -u train_vit.py --data /mnt/nfs/imagenet --workers 2 --local_rank={rank}"
+    )
+    finetune = "python3 finetune.py --config configs/qwen2_7b_lora.yaml --local_rank={rank}"
+    leaky = tuple(
+        replace(p, start_s=0.0, duration_s=18.0, period_s=240.0, holds_hbm_s=150.0 if p.npu_id < 2 else 0.0)
+        for p in _ranks(chips[:4], 60_113, "alice", finetune, _SHORT_WARMUP)
+    )  # runs 0-18 s; NPUs 0-1 hold its HBM until 168 s (the zombie is reaped), every 4 min
+    others = tuple(
+        replace(p, start_s=-900.0) for p in _ranks(chips[4:], 58_402, "bob", train, _STEADY_TRAINING)
+    )
+    serving = _ranks(
+        chips, 3_311_020, "mindie", decode.replace("--max-seq-len 32768 --max-batch-size 4 ", ""),
+        _SHORT_WARMUP, name="mindie_llm_back", rss_mib=9_800,
+    )  # fmt: skip
+    # The parity error kills NPU 6's instance; the chip stays in Alarm until it is reset.
+    parity = HealthOverride("Alarm", "80E18005", "HBMC CA parity error", start_s=12.0, warmer_c=0.0)
+    serving = tuple(replace(p, duration_s=12.0) if p.npu_id == 6 else p for p in serving)
+    cases = (
+        Scenario(
+            "throttling",
+            "8 × 910B3 training; NPU 2 hits 87 °C, NPU 5 its 400 W cap: both step their AI Core clock down",
+            Layout.A2, chips, pci, _ranks(chips, 40_517, "alice", train, _STEADY_TRAINING), lead_in_s=25.0,
+            throttles=(((2, 0), thermal), ((5, 0), power)),
+        ),
+        Scenario(
+            "memory-bound",
+            "8 × 910B3 serving LLM decode: HBM bandwidth 80-95 % while AI Core runs 25-50 % (memory-bound)",
+            Layout.A2, chips, pci,
+            _ranks(chips, 2_870_114, "mindie", decode, _DECODE, name="mindie_llm_back", rss_mib=9_800),
+            lead_in_s=20.0,
+        ),
+        Scenario(
+            "aicpu-fallback",
+            "8 × 910B3, a model fresh from a CUDA port on NPUs 0-3: operators fall back to the AI CPU",
+            Layout.A2, chips, pci, _ranks(chips[:4], 71_206, "carol", ported, _FALLBACK, rss_mib=11_200),
+            lead_in_s=20.0,
+        ),
+        Scenario(
+            "input-bound",
+            "8 × 910B3 training starved by its data loader: AI Core < 10 %, python at 300-400 % CPU",
+            Layout.A2, chips, pci, _ranks(chips, 33_871, "dave", starved, _STARVED, rss_mib=24_600),
+            lead_in_s=20.0,
+        ),
+        Scenario(
+            "hbm-leak",
+            "8 × 910B3; a job on NPUs 0-3 exits at 18 s, NPUs 0-1 keep its HBM with no process listed",
+            Layout.A2, chips, pci, leaky + others, lead_in_s=8.0,
+        ),
+        Scenario(
+            "error-code",
+            "8 × 910B3 serving; NPU 6 raises 80E18005 (HBM CA parity error: restart the NPU) at 12 s",
+            Layout.A2, chips, pci, serving, lead_in_s=20.0, health=(((6, 0), parity),),
+        ),
+    )  # fmt: skip
+    return list(cases)
+
+
 def _scenarios() -> Dict[str, Scenario]:
     a2_chips, a2_pci = atlas_a2()
     training = Scenario(
@@ -226,6 +362,7 @@ def _scenarios() -> Dict[str, Scenario]:
             Layout.A2_WIDE, a2_chips, a2_pci, _training(a2_chips), lead_in_s=_LEAD_IN_S,
             versions=Versions("26.1.0", "26.1.0", "7.8.0.6.201", "8.5.0", "2.8.0", "2.8.0.post2"),
         ),
+        *_limited_by(a2_chips, a2_pci),
         *_dcmi_scenarios(a2_chips, a2_pci),
     ]  # fmt: skip
     return {s.name: s for s in found}

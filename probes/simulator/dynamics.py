@@ -12,7 +12,17 @@ import math
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-from npuwatch.probes.simulator.scenarios import ChipSpec, Layout, LoadProfile, ProcessSpec, Scenario
+from npuwatch.probes.simulator.scenarios import (
+    ChipSpec,
+    HealthOverride,
+    Layout,
+    LoadProfile,
+    Phase,
+    ProcessSpec,
+    Scenario,
+    Throttle,
+    ThrottleReason,
+)
 
 #: Temperature lags power: the average load over this window, sampled at a few points.
 THERMAL_WINDOW_S = 30.0
@@ -51,6 +61,8 @@ class ChipReading:
     ecc_single_bit_errors: int = 0
     ecc_double_bit_errors: int = 0
     ecc_isolated_pages: int = 0
+    #: The fault the chip reports at this instant (health, error code and text), if any.
+    fault: Optional[HealthOverride] = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,16 @@ def _phase(profile: LoadProfile, running_s: float) -> str:
     return "steady"
 
 
+def _phase_spec(profile: LoadProfile, phase: str) -> Optional[Phase]:
+    """The ranges of a steady or dip phase; None during warm-up and checkpoints."""
+    return {"steady": profile.steady, "dip": profile.dip}.get(phase)
+
+
+def _draw(span: Tuple[float, float], jitter: float) -> float:
+    low, high = span
+    return low + (high - low) * jitter
+
+
 def process_load_percent(process: ProcessSpec, running_s: float, seed: int) -> float:
     """The AI Core load (0-100) the process puts on its chip after ``running_s`` seconds."""
     profile = process.profile
@@ -118,18 +140,44 @@ def process_load_percent(process: ProcessSpec, running_s: float, seed: int) -> f
     if phase == "warmup":
         # Graph compile first (almost idle), then the first steps ramp up.
         ramp = max(0.0, running_s / profile.warmup_s - 0.6) / 0.4
-        return min(100.0, ramp * profile.steady_percent[0] + 8.0 * jitter)
+        return min(100.0, ramp * profile.steady.aicore_percent[0] + 8.0 * jitter)
     if phase == "checkpoint":
         return 3.0 * jitter
     if phase == "dip":
-        low, high = profile.dip_percent
-        return low + (high - low) * jitter
-    low, high = profile.steady_percent
+        return _draw(profile.dip.aicore_percent, jitter)
+    low, high = profile.steady.aicore_percent
     if profile.swing_period_s > 0:
         # Inference traffic: a slow swing across the range plus a little noise.
         wave = 0.5 + 0.4 * math.sin(2 * math.pi * running_s / profile.swing_period_s)
         return low + (high - low) * min(1.0, max(0.0, wave + 0.2 * (jitter - 0.5)))
     return low + (high - low) * jitter
+
+
+def process_units_percent(process: ProcessSpec, running_s: float, seed: int, load: float) -> Tuple[int, int]:
+    """(HBM bandwidth %, AI CPU %) the process drives with AI Core ``load`` after ``running_s``.
+
+    A compute-bound phase moves HBM at two thirds of its AI Core % and barely uses the AI CPU;
+    a phase that says otherwise (decode streaming the KV cache, operators falling back to the
+    AI CPU) draws its own numbers.
+    """
+    spec = _phase_spec(process.profile, _phase(process.profile, running_s))
+    bandwidth = None if spec is None else spec.hbm_bandwidth_percent
+    aicpu = None if spec is None else spec.aicpu_percent
+    hbm = (
+        int(load) * 2 // 3
+        if bandwidth is None
+        else round(_draw(bandwidth, noise(seed, process.pid, running_s, 13)))
+    )
+    cpu = (
+        (1 if int(load) > 0 else 0)
+        if aicpu is None
+        else round(_draw(aicpu, noise(seed, process.pid, running_s, 17)))
+    )
+    return hbm, cpu
+
+
+#: Host CPU % of a process while it checkpoints (writing to disk: busy, not pegged).
+_CHECKPOINT_CPU = (55.0, 75.0)
 
 
 def process_cpu_percent(process: ProcessSpec, elapsed_s: float, seed: int) -> float:
@@ -138,9 +186,14 @@ def process_cpu_percent(process: ProcessSpec, elapsed_s: float, seed: int) -> fl
     if running_s is None:
         return 0.0
     jitter = noise(seed, process.pid, running_s, 7)
-    phase = _phase(process.profile, running_s)
-    busy = {"warmup": 100.0, "checkpoint": 60.0, "dip": 380.0, "steady": 105.0}[phase]
-    return round(busy + 20.0 * jitter, 1)
+    profile = process.profile
+    phase = _phase(profile, running_s)
+    spec = _phase_spec(profile, phase)
+    if spec is not None:
+        span = spec.host_cpu_percent
+    else:
+        span = profile.warmup_cpu_percent if phase == "warmup" else _CHECKPOINT_CPU
+    return round(_draw(span, jitter), 1)
 
 
 def process_memory_mib(process: ProcessSpec, running_s: float) -> int:
@@ -148,6 +201,18 @@ def process_memory_mib(process: ProcessSpec, running_s: float) -> int:
     warm = process.profile.warmup_s
     fraction = 1.0 if warm <= 0 else min(1.0, math.floor(running_s / warm * 8 + 1) / 8)
     return int(process.hbm_mib * fraction)
+
+
+def leaked_memory_mib(process: ProcessSpec, elapsed_s: float) -> int:
+    """NPU memory the process left held after it exited (``holds_hbm_s``), 0 when none is."""
+    since = elapsed_s - process.start_s
+    if process.holds_hbm_s <= 0 or process.duration_s is None or since < 0:
+        return 0
+    if process.period_s is not None:
+        since = since % process.period_s
+    if process.duration_s <= since < process.duration_s + process.holds_hbm_s:
+        return process_memory_mib(process, process.duration_s)
+    return 0
 
 
 #: Each scenario's processes by chip, built once (the DCMI fake's state is written every tick):
@@ -168,8 +233,8 @@ def _processes_on(scenario: Scenario, key: Tuple[int, int]) -> Tuple[ProcessSpec
 
 
 def chip_load_percent(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> float:
-    """The AI Core load of a chip: the busiest process on it (0 when none runs)."""
-    if scenario.health_of(chip.npu_id, chip.chip_id) is not None:
+    """The AI Core load of a chip: the busiest process on it (0 when none runs or it is faulty)."""
+    if scenario.health_of(chip.npu_id, chip.chip_id, elapsed_s) is not None:
         return 0.0
     load = 0.0
     for process in _processes_on(scenario, (chip.npu_id, chip.chip_id)):
@@ -177,6 +242,49 @@ def chip_load_percent(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed
         if running_s is not None:
             load = max(load, process_load_percent(process, running_s, seed))
     return min(100.0, max(0.0, load))
+
+
+def _chip_units(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> Tuple[int, int]:
+    """(HBM bandwidth %, AI CPU %) of a chip: the most any process on it drives."""
+    if scenario.health_of(chip.npu_id, chip.chip_id, elapsed_s) is not None:
+        return 0, 0
+    hbm, aicpu = 0, 0
+    for process in _processes_on(scenario, (chip.npu_id, chip.chip_id)):
+        running_s = _active_at(process, elapsed_s)
+        if running_s is not None:
+            load = process_load_percent(process, running_s, seed)
+            bandwidth, cpu = process_units_percent(process, running_s, seed, load)
+            hbm, aicpu = max(hbm, bandwidth), max(aicpu, cpu)
+    return min(100, hbm), min(100, aicpu)
+
+
+@dataclass(frozen=True)
+class ThrottleState:
+    """Where a throttling chip is in its cycle: how far towards its limit, how many steps down."""
+
+    level: float  # 0: not climbing, 1: at the limit
+    steps: int  # AI Core frequency steps below rated
+
+
+def throttle_state(throttle: Throttle, elapsed_s: float, rated_mhz: int) -> ThrottleState:
+    """The chip's climb towards its limit and its frequency steps at ``elapsed_s``."""
+    cycle = (elapsed_s - throttle.start_s) % throttle.period_s
+    release, every = throttle.release_s, throttle.step_every_s
+    if cycle < throttle.climb_s:
+        level = cycle / throttle.climb_s
+    elif cycle < release:
+        level = 1.0
+    else:
+        level = max(0.0, 1.0 - (cycle - release) / throttle.recover_s)
+    most = max(0, (rated_mhz - throttle.floor_mhz) // throttle.step_mhz)
+    if cycle < throttle.steps_from_s:
+        steps = 0
+    elif cycle < release:
+        steps = min(most, 1 + int((cycle - throttle.steps_from_s) // every))
+    else:
+        held = min(most, 1 + int(max(0.0, release - throttle.steps_from_s) // every))
+        steps = max(0, held - 1 - int((cycle - release) // every))
+    return ThrottleState(level, steps)
 
 
 #: AI Core frequencies (MHz): the rated one npu-smi prints as ``Aicore Freq`` (capture 031, a real
@@ -215,28 +323,58 @@ def aicore_count(chip: ChipSpec) -> int:
     return 20 if "B3" in chip.name else 24
 
 
-def _with_units(scenario: Scenario, base: ChipReading, load: float) -> ChipReading:
+@dataclass(frozen=True)
+class _ChipNow:
+    """What a chip's processes, fault and throttle make of it at one instant."""
+
+    load: float
+    hbm_bandwidth: int
+    aicpu: int
+    freq_mhz: int
+    fault: Optional[HealthOverride]
+    throttle: Optional[Throttle]
+    throttled: Optional[ThrottleState]
+
+
+def _chip_now(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> _ChipNow:
+    load = chip_load_percent(scenario, chip, elapsed_s, seed)
+    hbm, aicpu = _chip_units(scenario, chip, elapsed_s, seed)
+    freq = current_aicore_mhz(chip, load)
+    throttle = scenario.throttle_of(chip.npu_id, chip.chip_id)
+    state = None
+    if throttle is not None and int(load) > 0:  # an idle chip is at its idle clock anyway
+        state = throttle_state(throttle, elapsed_s, rated_aicore_mhz(chip))
+        freq = rated_aicore_mhz(chip) - throttle.step_mhz * state.steps
+    fault = scenario.health_of(chip.npu_id, chip.chip_id, elapsed_s)
+    return _ChipNow(load, hbm, aicpu, freq, fault, throttle, state)
+
+
+def _with_units(scenario: Scenario, base: ChipReading, now: _ChipNow) -> ChipReading:
     """``base`` (npu-smi's table values) plus the other units' values: the same numbers the fake
     npu-smi prints in ``-t usages``, ``common`` and ``memory`` wherever it prints one."""
     chip = base.spec
     hbm = bool(chip.hbm_total_mib)
     aicore = base.aicore_percent
-    override = scenario.health_of(chip.npu_id, chip.chip_id)
+    rated = rated_aicore_mhz(chip)
+    # A throttled chip lowers its voltage with its clock (DVFS).
+    clock = now.freq_mhz / rated if now.throttled is not None else 1.0
+    override = now.fault
     return replace(
         base,
-        aicore_freq_mhz=current_aicore_mhz(chip, load),
-        aicore_rated_freq_mhz=rated_aicore_mhz(chip),
+        aicore_freq_mhz=now.freq_mhz,
+        aicore_rated_freq_mhz=rated,
         vector_percent=max(0, aicore - 12) if hbm else aicore // 3,
         cube_percent=aicore if scenario.layout is Layout.A5 else None,
-        aicpu_percent=1 if aicore else 0,
+        aicpu_percent=now.aicpu,
         ctrlcpu_percent=3 + aicore // 20,
-        hbm_bandwidth_percent=aicore * 2 // 3 if hbm else None,
+        hbm_bandwidth_percent=now.hbm_bandwidth if hbm else None,
         ddr_bandwidth_percent=None if hbm else aicore // 4,
         hbm_temperature_c=base.temperature_c - 2 if hbm else None,
-        voltage_v=round(_VOLTAGE_IDLE_V + _VOLTAGE_SPAN_V * load / 100.0, 2),
+        voltage_v=round(_VOLTAGE_IDLE_V + _VOLTAGE_SPAN_V * now.load / 100.0 * clock, 2),
         ecc_single_bit_errors=override.ecc_single_bit_errors if override else 0,
         ecc_double_bit_errors=override.ecc_double_bit_errors if override else 0,
         ecc_isolated_pages=override.ecc_isolated_pages if override else 0,
+        fault=override,
     )
 
 
@@ -257,19 +395,33 @@ def _board_power(
     return tuple(found)
 
 
-def _power_w(chip: ChipSpec, load: float, jitter: float) -> float:
+def _power_w(chip: ChipSpec, now: _ChipNow, jitter: float) -> float:
     span = chip.max_power_w - chip.idle_power_w
-    fraction = min(1.0, load / 100.0 * 0.94 + 0.04 * jitter)
-    return round(chip.idle_power_w + span * fraction, 1)
+    fraction = min(1.0, now.load / 100.0 * 0.94 + 0.04 * jitter)
+    throttle, state = now.throttle, now.throttled
+    if throttle is not None and state is not None and throttle.reason is ThrottleReason.THERMAL:
+        fraction *= now.freq_mhz / rated_aicore_mhz(chip)  # a slower clock draws less
+    watts = chip.idle_power_w + span * fraction
+    if throttle is not None and state is not None and throttle.reason is ThrottleReason.POWER:
+        capped = min(chip.max_power_w, throttle.limit + 1.5 * (jitter - 0.5))
+        watts += (capped - watts) * state.level
+    return round(min(chip.max_power_w, watts), 1)
 
 
-def _temperature_c(scenario: Scenario, chip: ChipSpec, elapsed_s: float, seed: int) -> int:
+def _temperature_c(scenario: Scenario, chip: ChipSpec, now: _ChipNow, elapsed_s: float, seed: int) -> int:
     step = THERMAL_WINDOW_S / _THERMAL_SAMPLES
     past = [max(0.0, elapsed_s - k * step) for k in range(_THERMAL_SAMPLES)]
     mean = sum(chip_load_percent(scenario, chip, t, seed) for t in past) / len(past)
     offset = 4.0 * noise(seed, chip.phy_id, 1_000_003)  # slot position: some chips run warmer
-    alarm = 14.0 if scenario.health_of(chip.npu_id, chip.chip_id) is not None else 0.0
-    return round(_AMBIENT_C + offset + alarm + _HEATING_C * mean / 100.0)
+    fault = scenario.health_of(chip.npu_id, chip.chip_id)
+    warmer = fault.warmer_c if fault is not None and fault.active(elapsed_s) else 0.0
+    celsius = _AMBIENT_C + offset + warmer + _HEATING_C * mean / 100.0
+    throttle, state = now.throttle, now.throttled
+    if throttle is not None and state is not None and throttle.reason is ThrottleReason.THERMAL:
+        # Its cooling cannot keep up: it climbs to the limit and hovers there, throttled.
+        limit = throttle.limit + 2.0 * (noise(seed, chip.phy_id, elapsed_s, 19) - 0.5)
+        celsius += (limit - celsius) * state.level
+    return round(celsius)
 
 
 def machine_state(scenario: Scenario, elapsed_s: float, seed: int = 0) -> MachineState:
@@ -277,32 +429,35 @@ def machine_state(scenario: Scenario, elapsed_s: float, seed: int = 0) -> Machin
     procs: List[ProcessReading] = []
     held: Dict[Tuple[int, int], int] = {}
     for process in scenario.processes:
+        key = (process.npu_id, process.chip_id)
         running_s = _active_at(process, elapsed_s)
         if running_s is None:
+            leaked = leaked_memory_mib(process, elapsed_s)
+            if leaked:
+                held[key] = held.get(key, 0) + leaked
             continue
         memory = process_memory_mib(process, running_s)
-        key = (process.npu_id, process.chip_id)
         held[key] = held.get(key, 0) + memory
         procs.append(ProcessReading(process, memory, process_cpu_percent(process, elapsed_s, seed)))
     chips: List[ChipReading] = []
     loads: Dict[Tuple[int, int], float] = {}
     for chip in scenario.chips:
         key = (chip.npu_id, chip.chip_id)
-        load = loads[key] = chip_load_percent(scenario, chip, elapsed_s, seed)
+        now = _chip_now(scenario, chip, elapsed_s, seed)
+        loads[key] = now.load
         jitter = noise(seed, chip.phy_id, elapsed_s, 3)
-        override = scenario.health_of(*key)
         hbm = chip.hbm_baseline_mib + held.get(key, 0) if chip.hbm_total_mib else 0
         memory = chip.memory_baseline_mib + (0 if chip.hbm_total_mib else held.get(key, 0))
         base = ChipReading(
             spec=chip,
-            health=override.health if override is not None else "OK",
-            power_w=_power_w(chip, load, jitter) if chip.power_shown else None,
-            temperature_c=_temperature_c(scenario, chip, elapsed_s, seed),
-            aicore_percent=int(load),
+            health=now.fault.health if now.fault is not None else "OK",
+            power_w=_power_w(chip, now, jitter) if chip.power_shown else None,
+            temperature_c=_temperature_c(scenario, chip, now, elapsed_s, seed),
+            aicore_percent=int(now.load),
             hbm_used_mib=min(hbm, chip.hbm_total_mib),
             memory_used_mib=min(memory, chip.memory_total_mib),
             hugepages_used=chip.hugepages_total,
         )
-        chips.append(_with_units(scenario, base, load))
+        chips.append(_with_units(scenario, base, now))
     board = _board_power(scenario, loads, seed, elapsed_s)
     return MachineState(scenario, elapsed_s, tuple(chips), tuple(procs), board)

@@ -136,12 +136,14 @@ def watch_rows(state: MachineState, npu_id: Optional[int] = None) -> List[str]:
         memory = 0 if not total else round(100 * used / total)
         ctrl = 3 + chip.aicore_percent // 20
         if state.scenario.layout is Layout.A5:
-            fields = [spec.npu_id, power, chip.temperature_c, chip.aicore_percent, 0, ctrl]
+            fields = [spec.npu_id, power, chip.temperature_c, chip.aicore_percent, chip.aicpu_percent, ctrl]
             tail = [memory, chip.aicore_percent // 2, chip.aicore_percent, chip.aicore_percent]
             rows.append("".join(f"{v!s:<12}" for v in fields) + "".join(f"{v!s:<15}" for v in tail))
             continue
-        fields = [spec.npu_id, spec.chip_id, power, chip.temperature_c, chip.aicore_percent, 0]
-        fields += [ctrl, memory, chip.aicore_percent * 2 // 3]
+        fields = [spec.npu_id, spec.chip_id, power, chip.temperature_c]
+        fields += [chip.aicore_percent, chip.aicpu_percent]
+        bandwidth = chip.hbm_bandwidth_percent
+        fields += [ctrl, memory, chip.aicore_percent * 2 // 3 if bandwidth is None else bandwidth]
         rows.append("".join(f"{v!s:<12}" for v in fields))
     return rows
 

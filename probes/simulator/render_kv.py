@@ -115,14 +115,14 @@ def _usages(chip: ChipReading) -> List[str]:
         ]
     lines += [kv("Aicore Usage Rate(%)", chip.aicore_percent)]
     if spec.hbm_total_mib:
-        lines += [kv("Aivector Usage Rate(%)", max(0, chip.aicore_percent - 12))]
-    lines += [kv("Aicpu Usage Rate(%)", 1 if chip.aicore_percent else 0)]
-    lines += [kv("Ctrlcpu Usage Rate(%)", 3 + chip.aicore_percent // 20)]
+        lines += [kv("Aivector Usage Rate(%)", chip.vector_percent)]
+    lines += [kv("Aicpu Usage Rate(%)", chip.aicpu_percent)]
+    lines += [kv("Ctrlcpu Usage Rate(%)", chip.ctrlcpu_percent)]
     if not spec.hbm_total_mib:
-        lines += [kv("Vectorcore Usage Rate(%)", chip.aicore_percent // 3)]
-    lines += [kv("DDR Bandwidth Usage Rate(%)", chip.aicore_percent // 4 if not spec.hbm_total_mib else 0)]
+        lines += [kv("Vectorcore Usage Rate(%)", chip.vector_percent)]
+    lines += [kv("DDR Bandwidth Usage Rate(%)", chip.ddr_bandwidth_percent or 0)]
     if spec.hbm_total_mib:
-        lines += [kv("HBM Bandwidth Usage Rate(%)", chip.aicore_percent * 2 // 3)]
+        lines += [kv("HBM Bandwidth Usage Rate(%)", chip.hbm_bandwidth_percent or 0)]
     else:
         lines += [kv(f"DVPP {unit} Usage Rate(%)", 0) for unit in ("VDEC", "VPC", "VENC", "JPEGE", "JPEGD")]
     return lines
@@ -137,11 +137,10 @@ def _common(chip: ChipReading) -> List[str]:
     ]
     if hbm:
         lines.append(kv("HBM Usage Rate(%)", _percent(chip.hbm_used_mib, hbm)))
-    busy = chip.aicore_percent > 0
     lines += [
         kv("Aicore Usage Rate(%)", chip.aicore_percent),
-        kv("Aicore Freq(MHZ)", 1800 if hbm else 1080),
-        kv("Aicore curFreq(MHZ)", (1800 if hbm else 960) if busy else 800),
+        kv("Aicore Freq(MHZ)", chip.aicore_rated_freq_mhz),
+        kv("Aicore curFreq(MHZ)", chip.aicore_freq_mhz),
     ]
     if hbm:
         lines.append(kv("Aicore Count", 20 if "B3" in spec.name else 24))
@@ -157,7 +156,7 @@ def _power(chip: ChipReading) -> List[str]:
 
 
 def _health(chip: ChipReading, state: MachineState) -> List[str]:
-    override = state.scenario.health_of(chip.spec.npu_id, chip.spec.chip_id)
+    override = chip.fault
     return [  # 013
         kv("Health Status", chip.health),
         kv("Error Code", override.error_code if override else "NA"),
@@ -175,7 +174,7 @@ def _memory(chip: ChipReading) -> List[str]:
         lines += [
             kv("HBM Capacity(MB)", spec.hbm_total_mib),
             kv("HBM Clock Speed(MHz)", 1600),
-            kv("HBM Temperature(C)", chip.temperature_c - 2),
+            kv("HBM Temperature(C)", chip.hbm_temperature_c),
             kv("HBM Manufacturer ID", "0x3"),
         ]
     return lines

@@ -26,24 +26,59 @@ class NpuSmiMode(enum.Enum):
 
 
 @dataclass(frozen=True)
-class LoadProfile:
-    """The AI Core load a process puts on its chips over its life (closed form, see dynamics)."""
+class Phase:
+    """What a process drives in one phase of its life: (low, high) ranges, drawn each second."""
 
-    warmup_s: float = 40.0  # graph compile + HBM allocation, low load
-    steady_percent: Tuple[float, float] = (85.0, 98.0)
-    dip_every_s: float = 30.0  # data-loading stall: AI Core idles, host CPU busy
-    dip_s: float = 4.0
-    dip_percent: Tuple[float, float] = (0.0, 10.0)
+    aicore_percent: Tuple[float, float]
+    #: Host CPU % of the process (100 = one core busy), what the host probe reports for its PID.
+    host_cpu_percent: Tuple[float, float]
+    #: HBM bandwidth % the phase drives; None: what a compute-bound job drives (two thirds of
+    #: its AI Core %).
+    hbm_bandwidth_percent: Optional[Tuple[float, float]] = None
+    #: AI CPU %; None: 1 % while the AI Core works (the AI CPU only handles the odd operator).
+    aicpu_percent: Optional[Tuple[float, float]] = None
+
+
+#: A training step on the AI Core: the cube units busy, the host process feeding them.
+COMPUTE = Phase((85.0, 98.0), (105.0, 125.0))
+#: A data-loading stall: the AI Core waits while the job's python decodes and collates batches.
+DATA_STALL = Phase((0.0, 6.0), (380.0, 400.0))
+
+
+@dataclass(frozen=True)
+class LoadProfile:
+    """The load a process puts on its chip over its life (closed form, see dynamics).
+
+    Warm-up, then ``steady``; every ``dip_every_s`` the last ``dip_s`` seconds are the ``dip``
+    phase (a training job's data-loading stall, another job's other phase), and every
+    ``checkpoint_every_s`` a checkpoint save idles the AI Core for ``checkpoint_s``.
+    """
+
+    #: Graph compile + HBM allocation: the AI Core almost idle, then the first steps ramp up.
+    #: CANN compiles in its own worker processes, so the job's main process is not pegged.
+    warmup_s: float = 40.0
+    warmup_cpu_percent: Tuple[float, float] = (30.0, 50.0)
+    steady: Phase = COMPUTE
+    dip_every_s: float = 60.0
+    dip_s: float = 12.0
+    dip: Phase = DATA_STALL
     checkpoint_every_s: float = 240.0  # checkpoint save: AI Core ~0 for checkpoint_s
     checkpoint_s: float = 15.0
     swing_period_s: float = 0.0  # > 0: the steady load swings slowly (inference traffic)
 
+    @property
+    def steady_percent(self) -> Tuple[float, float]:
+        """The steady phase's AI Core range."""
+        return self.steady.aicore_percent
 
+
+#: A training job: busy AI Core, a data-loading stall of 12 s every minute (every rank at once:
+#: they wait for each other's batches), a checkpoint every 4 min.
 TRAINING = LoadProfile()
-EVALUATION = LoadProfile(warmup_s=8.0, steady_percent=(35.0, 55.0), dip_every_s=0.0)
+EVALUATION = LoadProfile(warmup_s=8.0, steady=Phase((35.0, 55.0), (105.0, 125.0)), dip_every_s=0.0)
 INFERENCE = LoadProfile(
     warmup_s=10.0,
-    steady_percent=(20.0, 75.0),
+    steady=Phase((20.0, 75.0), (105.0, 125.0)),
     dip_every_s=0.0,
     checkpoint_every_s=0.0,
     swing_period_s=90.0,
@@ -93,6 +128,14 @@ class HealthOverride:
     ecc_single_bit_errors: int = 0
     ecc_double_bit_errors: int = 0
     ecc_isolated_pages: int = 0
+    #: Demo second the fault is raised (0: before the demo starts); the chip is OK before it.
+    start_s: float = 0.0
+    #: How much warmer than its load makes it the faulty chip runs (°C, our demo value).
+    warmer_c: float = 14.0
+
+    def active(self, elapsed_s: float) -> bool:
+        """Whether the fault is raised ``elapsed_s`` seconds into the demo."""
+        return elapsed_s >= self.start_s
 
 
 @dataclass(frozen=True)
@@ -111,6 +154,40 @@ class ProcessSpec:
     start_s: float = 0.0
     duration_s: Optional[float] = None  # None: runs for ever
     period_s: Optional[float] = None  # appears every period_s for duration_s
+    #: Seconds its NPU memory stays held after it exits, with no process listed (a leaked
+    #: allocation, a zombie holding the device); 0: freed at exit.
+    holds_hbm_s: float = 0.0
+
+
+class ThrottleReason(enum.Enum):
+    """Why a chip lowers its AI Core frequency."""
+
+    THERMAL = "thermal"  # its temperature reached the limit
+    POWER = "power"  # its power reached the cap
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """A busy chip that slows its AI Core down, in a cycle of ``period_s`` seconds from ``start_s``.
+
+    It climbs to ``limit`` (°C for thermal, W for power) over ``climb_s``, steps its AI Core
+    frequency down by ``step_mhz`` every ``step_every_s`` from ``steps_from_s`` into the cycle
+    to ``floor_mhz``, holds there until ``release_s``, then recovers over ``recover_s`` (the
+    frequency steps back up at the same pace).  ``start_s`` may be negative: the climb began
+    before the demo did.
+    """
+
+    reason: ThrottleReason
+    limit: float
+    start_s: float = 0.0
+    climb_s: float = 30.0
+    steps_from_s: float = 25.0
+    release_s: float = 160.0
+    recover_s: float = 20.0
+    period_s: float = 240.0
+    step_mhz: int = 100
+    step_every_s: float = 5.0
+    floor_mhz: int = 1300
 
 
 @dataclass(frozen=True)
@@ -181,10 +258,20 @@ class Scenario:
     #: job nearly warmed up while a live view still sees HBM finish growing.
     lead_in_s: float = 0.0
     dcmi: DcmiSpec = DcmiSpec()
+    throttles: Tuple[Tuple[Tuple[int, int], Throttle], ...] = ()  # ((npu, chip), throttle)
 
-    def health_of(self, npu_id: int, chip_id: int) -> Optional[HealthOverride]:
-        """The override for this chip, if it is not OK."""
-        return next((h for key, h in self.health if key == (npu_id, chip_id)), None)
+    def health_of(
+        self, npu_id: int, chip_id: int, elapsed_s: Optional[float] = None
+    ) -> Optional[HealthOverride]:
+        """The override for this chip, if it is not OK (at ``elapsed_s``, when given)."""
+        found = next((h for key, h in self.health if key == (npu_id, chip_id)), None)
+        if found is None or elapsed_s is None or found.active(elapsed_s):
+            return found
+        return None
+
+    def throttle_of(self, npu_id: int, chip_id: int) -> Optional[Throttle]:
+        """How this chip throttles, if it does."""
+        return next((t for key, t in self.throttles if key == (npu_id, chip_id)), None)
 
     @property
     def npu_ids(self) -> Tuple[int, ...]:

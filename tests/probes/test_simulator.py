@@ -211,7 +211,9 @@ def test_values_stay_within_physical_bounds_and_move() -> None:
                     assert spec.idle_power_w <= chip.power_w <= spec.max_power_w
                 assert 0 <= chip.hbm_used_mib <= spec.hbm_total_mib
                 assert 0 <= chip.memory_used_mib <= spec.memory_total_mib
-                assert 25 <= chip.temperature_c <= 80
+                # Only a throttling chip reaches its model's limit (910B: 85 °C), and hovers there.
+                hottest = 80 if scenario.throttle_of(spec.npu_id, spec.chip_id) is None else 90
+                assert 25 <= chip.temperature_c <= hottest
         if scenario.processes:
             assert len(seen_aicore) > 10, scenario.name
 

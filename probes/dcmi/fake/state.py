@@ -224,7 +224,7 @@ def render(state: MachineState) -> str:
         lines.append(f"chip {where} {logic_id} {spec.phy_id}")
         lines += [f"i {where} {key} {value}" for key, value in _chip_integers(state, chip)]
         lines += _fixed_lines(scenario, spec)
-        override = scenario.health_of(spec.npu_id, spec.chip_id)
+        override = chip.fault
         if override is not None:
             lines.append(f"err {where} 0x{int(override.error_code, 16):08X} {override.error_info}")
     for process in state.processes:
