@@ -41,7 +41,17 @@ from prometheus_client.registry import CollectorRegistry
 from npuwatch import __version__
 from npuwatch.judge.rules import judge_snapshot
 from npuwatch.metrics_table import METRICS, ChipMetric
-from npuwatch.model import ChipIdentity, ChipSample, Health, Level, MetricStatus, Snapshot
+from npuwatch.model import (
+    ChipIdentity,
+    ChipSample,
+    Health,
+    Level,
+    MetricStatus,
+    Snapshot,
+    Throttling,
+    Workload,
+    WorkloadClass,
+)
 
 #: Labels of every per-chip series: npu-exporter's card labels that npu-smi can fill, plus
 #: npu-smi's own IDs (``npu_id`` can be 2048+ or sparse, so it is not the same as ``id``).
@@ -143,6 +153,7 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
         health.add_metric(chip_labels(chip.identity), HEALTH_CODES[chip.health])
     out.append(health)
     out.append(_level_family(snapshot))
+    out.extend(_workload_families(chips))
     for row in _CHIP_GAUGES:
         total = row.total
         # A memory whose total is None or a 0 placeholder is left out, its use with it.
@@ -290,6 +301,44 @@ def _level_family(snapshot: Snapshot) -> GaugeMetricFamily:
         for each in Level:
             family.add_metric([*labels, each.value], 1 if each is level else 0)
     return family
+
+
+def _workload_families(chips: Sequence[ChipSample]) -> List[Metric]:
+    """``npuwatch_chip_workload{class}`` and ``npuwatch_chip_throttling{reason}`` (state sets, as
+    ``npuwatch_chip_level``); a family no chip has a series in is left out whole."""
+    workload = GaugeMetricFamily(
+        "npuwatch_chip_workload",
+        "what the chip is limited by over npuwatch's window (npuwatch.judge.workload): "
+        "1 for its class, 0 for the others",
+        labels=(*CHIP_LABELS, "class"),
+    )
+    throttling = GaugeMetricFamily(
+        "npuwatch_chip_throttling",
+        "1 when AI Core runs below its rated frequency for this reason (thermal: near the temperature "
+        "limit; power: at the power cap), sustained; no series where the frequency is not read",
+        labels=(*CHIP_LABELS, "reason"),
+    )
+    for chip in chips:
+        judged = chip.workload
+        if judged is None:
+            continue
+        labels = chip_labels(chip.identity)
+        for kind in WorkloadClass:
+            workload.add_metric([*labels, kind.value], 1 if kind is judged.kind else 0)
+        if _throttling_known(chip, judged):
+            for reason in Throttling:
+                throttling.add_metric([*labels, reason.value], 1 if reason is judged.throttling else 0)
+    return [family for family in (workload, throttling) if family.samples]
+
+
+def _throttling_known(chip: ChipSample, judged: Workload) -> bool:
+    """Whether the judge could tell throttling: it found it, or it read the AI Core frequency and
+    its rated value of a chip it has a current reading of."""
+    if judged.throttling is not None:
+        return True
+    if judged.kind is WorkloadClass.UNKNOWN or "throttling" in judged.needs_dcmi:
+        return False
+    return chip.aicore_freq_mhz is not None and bool(chip.aicore_rated_freq_mhz)
 
 
 def _chip_gauge(name: str, help_text: str, chips: Sequence[ChipSample], metric: str) -> GaugeMetricFamily:
