@@ -332,6 +332,14 @@ class ChipSample:
     #: ``None`` until a feed has judged it.
     workload: Optional[Workload] = None
 
+    def with_workload(self, workload: Optional[Workload]) -> ChipSample:
+        """A copy with ``workload`` set: ``dataclasses.replace`` without re-running ``__init__``
+        (the feed sets every chip's workload each tick; the fields are already checked)."""
+        copy = object.__new__(ChipSample)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["workload"] = workload
+        return copy
+
     def metric(self, name: str) -> Optional[float]:
         """Return the metric called ``name`` (one of ``CHIP_METRICS``)."""
         value = getattr(self, name)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
-from npuwatch.judge.rules import fresh, held_memory, host_cpu_percent, is_stale, lost_reason
+from npuwatch.judge.rules import held_memory, host_cpu_percent, is_stale, lost_reason
 from npuwatch.model import (
     ChipSample,
     EvidenceValue,
@@ -108,12 +108,15 @@ def observe(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> Observation:
     """How ``chip`` reads in this one sample (``processes`` are the ones listed on it)."""
-    inputs: Dict[str, Optional[float]] = {name: fresh(chip, name) for name in INPUTS}
+    stale = is_stale(chip)  # a stale chip is unknown: its inputs are not this sample's
+    inputs: Dict[str, Optional[float]] = (
+        dict.fromkeys(INPUTS) if stale else {n: getattr(chip, n) for n in INPUTS}
+    )
     busiest = max(processes, key=host_cpu_percent) if processes else None
     host = None if busiest is None or busiest.host is None else busiest.host.cpu_percent
     inputs["host_cpu_percent"] = host
     aicore = inputs["aicore_percent"]
-    if lost_reason(chip) is not None or is_stale(chip) or aicore is None:
+    if stale or aicore is None or lost_reason(chip) is not None:
         return Observation(time_s, WorkloadClass.UNKNOWN, None, inputs)
     throttling = _throttling(chip, inputs, thresholds)
     if not processes:
@@ -166,6 +169,34 @@ def _throttling(
     return None
 
 
+#: Every input an observation carries, in the order the window's sums keep them.
+_ALL_INPUTS: Tuple[str, ...] = (*INPUTS, "host_cpu_percent")
+
+
+class _Sums:
+    """The running totals of one class's observations in the window, so a mean costs no loop."""
+
+    __slots__ = ("count", "counts", "totals")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.totals = [0.0] * len(_ALL_INPUTS)
+        self.counts = [0] * len(_ALL_INPUTS)
+
+    def add(self, seen: Observation, sign: int) -> None:
+        self.count += sign
+        for i, value in enumerate(map(seen.inputs.get, _ALL_INPUTS)):
+            if value is not None:
+                self.totals[i] += sign * value
+                self.counts[i] += sign
+
+    def means(self) -> Dict[str, EvidenceValue]:
+        return {
+            name: round(self.totals[i] / self.counts[i], 1) if self.counts[i] else None
+            for i, name in enumerate(_ALL_INPUTS)
+        }
+
+
 @dataclass
 class _ChipState:
     shown: Optional[WorkloadClass] = None
@@ -177,6 +208,7 @@ class _ChipState:
     throttle_candidate: Optional[Throttling] = None
     throttle_count: int = 0
     window: Deque[Observation] = field(default_factory=deque)
+    sums: Dict[WorkloadClass, _Sums] = field(default_factory=dict)  # the window's, per class
     owner: Optional[LastOwner] = None
 
 
@@ -219,14 +251,16 @@ class WorkloadJudge:
                 state.owner = _owner(processes, snapshot)
             seen = observe(chip, processes, now_s, self.thresholds)
             self._settle(state, seen, hurry=lost_reason(chip) is not None)
-            chips.append(replace(chip, workload=self._workload(chip, state, seen, needs)))
+            chips.append(chip.with_workload(self._workload(chip, state, seen, needs)))
         return replace(snapshot, chips=tuple(chips))
 
     def _settle(self, state: _ChipState, seen: Observation, hurry: bool) -> None:
         limits = self.thresholds
         state.window.append(seen)
-        while state.window and state.window[0].time_s < seen.time_s - limits.workload_window_s:
-            state.window.popleft()
+        state.sums.setdefault(seen.kind, _Sums()).add(seen, 1)
+        while state.window[0].time_s < seen.time_s - limits.workload_window_s:
+            old = state.window.popleft()
+            state.sums[old.kind].add(old, -1)
         if state.shown is None or seen.kind is state.shown or hurry:
             state.shown, state.candidate, state.candidate_count = seen.kind, None, 0
         else:
@@ -251,11 +285,13 @@ class WorkloadJudge:
 
     def _workload(self, chip: ChipSample, state: _ChipState, seen: Observation, needs_dcmi: bool) -> Workload:
         kind = state.shown or seen.kind
-        support = [o for o in state.window if o.kind is kind] or [seen]
-        evidence: Dict[str, EvidenceValue] = {
-            name: _mean(support, name) for name in (*INPUTS, "host_cpu_percent")
-        }
-        latest = support[-1]
+        sums = state.sums.get(kind)
+        if sums is not None and sums.count:
+            evidence, samples = sums.means(), sums.count
+            latest = next(o for o in reversed(state.window) if o.kind is kind)
+            first = next(o for o in state.window if o.kind is kind)
+        else:  # shown from before the window (a steady class always has samples in it)
+            evidence, samples, latest, first = dict(seen.inputs), 1, seen, seen
         if kind is WorkloadClass.INPUT_BOUND and latest.busiest is not None:
             evidence["pid"], evidence["process"] = latest.busiest.pid, latest.busiest.name
         if kind is WorkloadClass.IDLE_HOLDING_HBM:
@@ -276,8 +312,8 @@ class WorkloadJudge:
             evidence=evidence,
             needs_dcmi=missing,
             owner=owner,
-            samples=len(support),
-            window_s=round(support[-1].time_s - support[0].time_s, 3),
+            samples=samples,
+            window_s=round(latest.time_s - first.time_s, 3),
         )
 
 
@@ -292,11 +328,6 @@ def _owner(processes: Sequence[NpuProcess], snapshot: Snapshot) -> LastOwner:
         npu_memory_mib=top.npu_memory_mib,
         last_seen=snapshot.taken_at,
     )
-
-
-def _mean(observations: Sequence[Observation], name: str) -> Optional[float]:
-    values = [v for v in (o.inputs.get(name) for o in observations) if v is not None]
-    return round(sum(values) / len(values), 1) if values else None
 
 
 def _pct(value: EvidenceValue) -> str:
