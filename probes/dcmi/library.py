@@ -76,6 +76,10 @@ class DcmiLibrary:
         """The functions of ``abi.PROTOTYPES`` the library lacks, in declaration order."""
         return tuple(name for name in abi.PROTOTYPES if name not in self._functions)
 
+    def function(self, name: str) -> Optional[Callable[..., object]]:
+        """The function ``name`` itself (``None`` when absent), for a caller that calls it often."""
+        return self._functions.get(name)
+
     def call(self, name: str, *args: object) -> int:
         """Call ``name`` with ``args``; its return code, or ``SYMBOL_MISSING`` when it is absent."""
         function = self._functions.get(name)

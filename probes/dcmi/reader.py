@@ -25,7 +25,8 @@ structure output as a zeroed ``ctypes`` char buffer of at least ``abi.OUTPUT_BYT
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
+import functools
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Type, Union
 
 from npuwatch.probes.dcmi import abi
 from npuwatch.probes.dcmi.records import (
@@ -64,10 +65,19 @@ MEMORY_FIELDS = ("memory_used_mib", "memory_total_mib")
 HUGEPAGE_FIELDS = ("hugepages_used", "hugepages_total")
 ECC_FIELDS = ("ecc_single_bit_errors", "ecc_double_bit_errors", "ecc_isolated_pages")
 
+_UTILIZATION = "dcmi_get_device_utilization_rate"
+#: (value name, input type, the gate's key) of each utilisation read every tick.
+_UTILIZATION_CALLS = tuple((name, selector, f"util:{selector}") for name, selector in UTILIZATIONS)
+_HBM_BANDWIDTH = f"util:{abi.UTIL_HBM_BANDWIDTH}"
+#: Ready-made output types (a zeroed instance per call): a structure, the process list, the codes.
+_OutputBuffer = ctypes.c_char * abi.OUTPUT_BYTES
+_PROCESS_BYTES = ctypes.sizeof(abi.ProcMemInfo)
+_ProcessBuffer = ctypes.c_char * (abi.MAX_PROCESSES * _PROCESS_BYTES + _SPARE)
+_ErrorCodeList = ctypes.c_uint * (abi.MAX_ERROR_CODES + _SPARE)
+
 _MIN_TEMPERATURE_C = -275  # MindCluster: below this a temperature read failed
 _INT32_LIMIT = 2**31  # MindCluster: a voltage at or above MaxInt32 is a failed read
 
-C = TypeVar("C", ctypes.c_int, ctypes.c_uint)
 _Key = Tuple[int, int, str]
 _AnyChipInfo = Union[abi.ChipInfo, abi.ChipInfoV2]
 
@@ -81,29 +91,31 @@ class CallSurface(Protocol):
 
 
 class _Gate:
-    """Sticky "not supported" and transient back-off per (card, device, function)."""
+    """Sticky "not supported" and transient back-off per (card, device, function).
+
+    One dict holds every call that is not simply made: ``key → (ask again at tick, failures in a
+    row, code)``, the tick ``-1`` for a sticky one; a call not in it goes straight through.
+    """
 
     def __init__(self) -> None:
         self.tick_no = 0
-        self._sticky: Dict[_Key, int] = {}
-        self._waits: Dict[_Key, Tuple[int, int, int]] = {}  # key → (retry at tick, failures, code)
+        self._held: Dict[_Key, Tuple[int, int, int]] = {}
 
-    def call(self, library: CallSurface, key: _Key, name: str, *args: object) -> int:
-        sticky = self._sticky.get(key)
-        if sticky is not None:
-            return sticky
-        wait = self._waits.get(key)
-        if wait is not None and self.tick_no < wait[0]:
-            return wait[2]
-        code = library.call(name, *args)
+    def call(self, function: Callable[..., object], key: _Key, *args: object) -> int:
+        held = self._held.get(key)
+        if held is not None and (held[0] < 0 or self.tick_no < held[0]):
+            return held[2]
+        code = int(function(*args))  # type: ignore[call-overload]
+        if code == 0 and held is None:
+            return 0
         if code in UNSUPPORTED:
-            self._sticky[key] = code
-        if code in TRANSIENT:
-            failures = (wait[1] if wait is not None else 0) + 1
+            self._held[key] = (-1, 0, code)
+        elif code in TRANSIENT:
+            failures = (held[1] if held is not None else 0) + 1
             skipped = min(2 ** (failures - 1) - 1, MAX_SKIPPED_TICKS)
-            self._waits[key] = (self.tick_no + skipped + 1, failures, code)
-        elif wait is not None:
-            del self._waits[key]
+            self._held[key] = (self.tick_no + skipped + 1, failures, code)
+        elif held is not None:
+            del self._held[key]
         return code
 
 
@@ -144,6 +156,11 @@ class Reader:
         self._gate = _Gate()
         self._first_chip: Dict[int, int] = {}  # card → its lowest NPU device ID (inventory)
         self._error_texts: Dict[int, str] = {}  # error code → the library's text (it never changes)
+        self._functions: Dict[str, Callable[..., object]] = {}  # name → callable (_function)
+        self._uint = ctypes.c_uint(0)  # the scalar outputs, reused: one call at a time
+        self._uint_pointer = ctypes.pointer(self._uint)
+        self._int = ctypes.c_int(0)
+        self._int_pointer = ctypes.pointer(self._int)
 
     # --- initialisation and enumeration -------------------------------------------------------
 
@@ -307,6 +324,10 @@ class Reader:
         return rated.value
 
     # --- one tick ------------------------------------------------------------------------------
+    #
+    # About 15 calls per chip every tick: each is made with as little Python around it as it
+    # needs (the function resolved once, one reused output integer per type, zeroed before each
+    # call; ready-made buffer types), since that Python, not the library, is most of a tick.
 
     def tick(self, chips: Sequence[Union[ChipRef, ChipFacts]]) -> Tuple[ChipTick, ...]:
         """Every chip's live values now, in the order given (refs, or the inventory's facts)."""
@@ -318,41 +339,62 @@ class Reader:
         first.update(self._first_chip)
         return tuple(self._tick_chip(ref, first[ref.card_id] == ref.device_id) for ref in refs)
 
-    def _call(self, ref: ChipRef, what: str, function: str, *args: object) -> int:
-        """``function(card, device, *args)`` through the gate (sticky and back-off per chip)."""
-        key = (ref.card_id, ref.device_id, what)
-        return self._gate.call(self.library, key, function, ref.card_id, ref.device_id, *args)
+    def _function(self, name: str) -> Callable[..., object]:
+        """``name`` as a callable (``SYMBOL_MISSING`` when the library lacks it), resolved once."""
+        found = self._functions.get(name)
+        if found is None:
+            direct = getattr(self.library, "function", None)
+            if callable(direct):
+                found = direct(name) or _missing
+            else:  # any other CallSurface: through its call()
+                found = functools.partial(self.library.call, name)
+            self._functions[name] = found
+        return found
 
-    def _scalar(self, ref: ChipRef, what: str, function: str, kind: Type[C], *args: int) -> Tuple[int, int]:
-        out = kind(0)
-        code = self._call(ref, what, function, *args, ctypes.pointer(out))
-        return code, int(out.value)
+    def _scalar(self, card: int, device: int, what: str, function: str, *args: int) -> Tuple[int, int]:
+        """An unsigned output: ``function(card, device, *args, pointer)``'s code and value."""
+        out = self._uint
+        out.value = 0
+        key = (card, device, what)
+        code = self._gate.call(self._function(function), key, card, device, *args, self._uint_pointer)
+        return code, out.value
+
+    def _signed(self, card: int, device: int, what: str, function: str) -> Tuple[int, int]:
+        """A signed output (temperature, power): ``function(card, device, pointer)``."""
+        out = self._int
+        out.value = 0
+        code = self._gate.call(
+            self._function(function), (card, device, what), card, device, self._int_pointer
+        )
+        return code, out.value
 
     def _read(
-        self, ref: ChipRef, what: str, function: str, kind: Type[abi.S], *args: int
+        self, card: int, device: int, what: str, function: str, kind: Type[abi.S], *args: int
     ) -> Tuple[int, abi.S]:
-        buffer = abi.output_buffer()  # room for a newer library's grown structure
-        code = self._call(ref, what, function, *args, buffer)
-        return code, abi.read_struct(buffer, kind)
+        buffer = _OutputBuffer()  # zeroed, with room for a newer library's grown structure
+        code = self._gate.call(self._function(function), (card, device, what), card, device, *args, buffer)
+        return code, kind.from_buffer_copy(buffer)
 
     def _tick_chip(self, ref: ChipRef, first_of_card: bool) -> ChipTick:
+        card, device = ref.card_id, ref.device_id
         out = _Out()
-        code, health = self._scalar(ref, "health", "dcmi_get_device_health", ctypes.c_uint)
+        code, health = self._scalar(card, device, "health", "dcmi_get_device_health")
         if code != 0:
             out.codes["health"] = code
         elif health == abi.HEALTH_ABSENT:  # the chip is gone: asking the rest would only fail
             return ChipTick(ref, health=health)
-        temperature = self._scalar(ref, "temperature", "dcmi_get_device_temperature", ctypes.c_int)
-        out.temperature("temperature_c", *temperature)
+        out.temperature(
+            "temperature_c", *self._signed(card, device, "temperature", "dcmi_get_device_temperature")
+        )
         board_power = self._power(ref, first_of_card, out)
-        for name, selector in UTILIZATIONS:
-            out.percent(name, *self._utilization(ref, selector))
-        self._hbm(ref, out)
-        self._memory(ref, out)
-        self._frequency_and_voltage(ref, out)
-        self._ecc(ref, out)
-        processes = self._processes(ref, out)
-        errors = self._error_codes(ref, out)
+        for name, selector, what in _UTILIZATION_CALLS:
+            out.percent(name, *self._scalar(card, device, what, _UTILIZATION, selector))
+        self._hbm(card, device, out)
+        self._memory(card, device, out)
+        self._frequency_and_voltage(card, device, out)
+        self._ecc(card, device, out)
+        processes = self._processes(card, device, out)
+        errors = self._error_codes(card, device, out)
         return ChipTick(
             ref,
             health=health if code == 0 else None,
@@ -363,13 +405,9 @@ class Reader:
             board_power=board_power,
         )
 
-    def _utilization(self, ref: ChipRef, selector: int) -> Tuple[int, int]:
-        function = "dcmi_get_device_utilization_rate"
-        return self._scalar(ref, f"util:{selector}", function, ctypes.c_uint, selector)
-
     def _power(self, ref: ChipRef, first_of_card: bool, out: _Out) -> bool:
         """Chip power; a 310P's board power (MCU) on the card's first chip when the chip has none."""
-        code, tenths = self._scalar(ref, "power", "dcmi_get_device_power_info", ctypes.c_int)
+        code, tenths = self._signed(ref.card_id, ref.device_id, "power", "dcmi_get_device_power_info")
         if code == 0:
             _watts(out, tenths)
             return False
@@ -378,29 +416,30 @@ class Reader:
             return False
         board = ctypes.c_int(0)
         key = (ref.card_id, -1, "mcu_power")  # a card's call: sticky per card
-        mcu = self._gate.call(
-            self.library, key, "dcmi_mcu_get_power_info", ref.card_id, ctypes.pointer(board)
-        )
+        function = self._function("dcmi_mcu_get_power_info")
+        mcu = self._gate.call(function, key, ref.card_id, ctypes.pointer(board))
         if mcu != 0:
             telling = mcu not in UNSUPPORTED and mcu != SYMBOL_MISSING
             out.codes["power_w"] = mcu if telling else code
             return False
         return _watts(out, board.value)
 
-    def _hbm(self, ref: ChipRef, out: _Out) -> None:
-        code, hbm = self._read(ref, "hbm_info", "dcmi_get_device_hbm_info", abi.HbmInfo)
+    def _hbm(self, card: int, device: int, out: _Out) -> None:
+        code, hbm = self._read(card, device, "hbm_info", "dcmi_get_device_hbm_info", abi.HbmInfo)
         if code != 0:
             out.fail(HBM_FIELDS, code)
-            out.percent("hbm_bandwidth_percent", *self._utilization(ref, abi.UTIL_HBM_BANDWIDTH))
+            bandwidth = self._scalar(card, device, _HBM_BANDWIDTH, _UTILIZATION, abi.UTIL_HBM_BANDWIDTH)
+            out.percent("hbm_bandwidth_percent", *bandwidth)
             return
         out.values["hbm_used_mib"] = hbm.memory_usage
         out.values["hbm_total_mib"] = hbm.memory_size
         out.temperature("hbm_temperature_c", 0, hbm.temp)
         out.percent("hbm_bandwidth_percent", 0, hbm.bandwith_util_rate)
 
-    def _memory(self, ref: ChipRef, out: _Out) -> None:
+    def _memory(self, card: int, device: int, out: _Out) -> None:
         """DDR through ``memory_info_v3`` (with huge pages), else ``_v2`` (GPUStack's order)."""
-        code, memory = self._read(ref, "memory_v3", "dcmi_get_device_memory_info_v3", abi.MemoryInfoV3)
+        function = "dcmi_get_device_memory_info_v3"
+        code, memory = self._read(card, device, "memory_v3", function, abi.MemoryInfoV3)
         if code == 0:
             out.values["memory_total_mib"] = memory.memory_size
             out.values["memory_used_mib"] = max(0, memory.memory_size - memory.memory_available)
@@ -411,21 +450,22 @@ class Reader:
         if code not in UNSUPPORTED and code != SYMBOL_MISSING:
             out.fail(MEMORY_FIELDS, code)
             return
-        older, memory2 = self._read(ref, "memory_v2", "dcmi_get_device_memory_info_v2", abi.MemoryInfoV2)
+        function = "dcmi_get_device_memory_info_v2"
+        older, memory2 = self._read(card, device, "memory_v2", function, abi.MemoryInfoV2)
         if older != 0 or memory2.utiliza > 100:
             out.fail(MEMORY_FIELDS, code if older == SYMBOL_MISSING else older or INVALID_VALUE)
             return
         out.values["memory_total_mib"] = memory2.memory_size
         out.values["memory_used_mib"] = memory2.memory_size * memory2.utiliza // 100
 
-    def _frequency_and_voltage(self, ref: ChipRef, out: _Out) -> None:
+    def _frequency_and_voltage(self, card: int, device: int, out: _Out) -> None:
         function = "dcmi_get_device_frequency"
-        code, mhz = self._scalar(ref, "freq:current", function, ctypes.c_uint, abi.FREQ_AICORE_CURRENT)
+        code, mhz = self._scalar(card, device, "freq:current", function, abi.FREQ_AICORE_CURRENT)
         if code != 0:
             out.codes["aicore_freq_mhz"] = code
         else:
             out.values["aicore_freq_mhz"] = mhz
-        code, hundredths = self._scalar(ref, "voltage", "dcmi_get_device_voltage", ctypes.c_uint)
+        code, hundredths = self._scalar(card, device, "voltage", "dcmi_get_device_voltage")
         if code != 0:
             out.codes["voltage_v"] = code
         elif hundredths >= _INT32_LIMIT:
@@ -433,9 +473,10 @@ class Reader:
         else:
             out.values["voltage_v"] = hundredths / 100
 
-    def _ecc(self, ref: ChipRef, out: _Out) -> None:
+    def _ecc(self, card: int, device: int, out: _Out) -> None:
         # dcmi_ecc_info grew from 28 to 36 bytes in newer headers: _read's buffer has room.
-        code, ecc = self._read(ref, "ecc:hbm", "dcmi_get_device_ecc_info", abi.EccInfo, abi.ECC_HBM)
+        function = "dcmi_get_device_ecc_info"
+        code, ecc = self._read(card, device, "ecc:hbm", function, abi.EccInfo, abi.ECC_HBM)
         if code != 0:
             out.fail(ECC_FIELDS, code)
             return
@@ -444,40 +485,55 @@ class Reader:
         isolated = ecc.single_bit_isolated_pages_cnt + ecc.double_bit_isolated_pages_cnt
         out.values["ecc_isolated_pages"] = isolated
 
-    def _processes(self, ref: ChipRef, out: _Out) -> Optional[Tuple[ProcessRecord, ...]]:
-        entry = ctypes.sizeof(abi.ProcMemInfo)
-        buffer = ctypes.create_string_buffer(abi.MAX_PROCESSES * entry + _SPARE)
-        count = ctypes.c_int(0)
-        code = self._call(ref, "processes", "dcmi_get_device_resource_info", buffer, ctypes.pointer(count))
+    def _processes(self, card: int, device: int, out: _Out) -> Optional[Tuple[ProcessRecord, ...]]:
+        buffer = _ProcessBuffer()
+        count = self._int
+        count.value = 0
+        function = self._function("dcmi_get_device_resource_info")
+        code = self._gate.call(function, (card, device, "processes"), card, device, buffer, self._int_pointer)
         if code != 0:
             out.codes["processes"] = code
             return None
         listed = max(0, min(count.value, abi.MAX_PROCESSES))
-        rows = (abi.ProcMemInfo * listed).from_buffer_copy(buffer.raw[: listed * entry]) if listed else ()
+        if not listed:
+            return ()
+        rows = (abi.ProcMemInfo * listed).from_buffer_copy(buffer.raw[: listed * _PROCESS_BYTES])
         return tuple(ProcessRecord(row.proc_id, row.proc_mem_usage) for row in rows)
 
-    def _error_codes(self, ref: ChipRef, out: _Out) -> Tuple[ErrorCodeRecord, ...]:
-        count = ctypes.c_int(0)
-        listed = (ctypes.c_uint * (abi.MAX_ERROR_CODES + _SPARE))()
-        function = "dcmi_get_device_errorcode_v2"
-        code = self._call(ref, "error_codes", function, ctypes.pointer(count), listed, abi.MAX_ERROR_CODES)
+    def _error_codes(self, card: int, device: int, out: _Out) -> Tuple[ErrorCodeRecord, ...]:
+        count = self._int
+        count.value = 0
+        listed = _ErrorCodeList()
+        function = self._function("dcmi_get_device_errorcode_v2")
+        key = (card, device, "error_codes")
+        code = self._gate.call(function, key, card, device, self._int_pointer, listed, abi.MAX_ERROR_CODES)
         if code != 0:
             out.codes["error_codes"] = code
             return ()
-        active = listed[: max(0, min(count.value, abi.MAX_ERROR_CODES))]
-        return tuple(ErrorCodeRecord(value, self._error_text(ref, value)) for value in active)
+        found = max(0, min(count.value, abi.MAX_ERROR_CODES))
+        if not found:
+            return ()
+        return tuple(
+            ErrorCodeRecord(value, self._error_text(card, device, value)) for value in listed[:found]
+        )
 
-    def _error_text(self, ref: ChipRef, value: int) -> str:
+    def _error_text(self, card: int, device: int, value: int) -> str:
         """The library's text for an error code (kept once given: a code's text does not change)."""
         known = self._error_texts.get(value)
         if known is not None:
             return known
         buffer = ctypes.create_string_buffer(abi.ERROR_TEXT_BYTES + _SPARE)
-        function = "dcmi_get_device_errorcode_string"
-        if self._call(ref, "error_text", function, value, buffer, abi.ERROR_TEXT_BYTES) != 0:
+        function = self._function("dcmi_get_device_errorcode_string")
+        key = (card, device, "error_text")
+        if self._gate.call(function, key, card, device, value, buffer, abi.ERROR_TEXT_BYTES) != 0:
             return ""
         text = self._error_texts[value] = abi.text_field(buffer.raw[: abi.ERROR_TEXT_BYTES])
         return text
+
+
+def _missing(*args: object) -> int:
+    """A function the library lacks: its capability is off."""
+    return SYMBOL_MISSING
 
 
 def _text(info: Optional[_AnyChipInfo], name: str) -> Optional[str]:
