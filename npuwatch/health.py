@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipSource, SourceFailure
+from npuwatch.judge.fault_codes import worst_handling
 from npuwatch.judge.limits import Thresholds
 from npuwatch.judge.rules import ReasonKind, judge_chip
 from npuwatch.machine_chips import read_machine_chips, unreported_chips
@@ -222,7 +223,12 @@ def _unhealthy(chip: ChipCheck) -> List[Problem]:
             state = "health unknown" if chip.health is Health.UNKNOWN else chip.health.value
             codes = f" ({' '.join(chip.error_codes)})" if chip.error_codes else ""
             query = f"`npu-smi info -t health -i {chip.npu_id} -c {chip.chip_id}`"
-            hint = f"{query} explains the error code; check `dmesg` and move jobs off this chip"
+            handling = worst_handling(chip.error_codes)
+            if handling is None:
+                hint = f"{query} explains the error code; check `dmesg` and move jobs off this chip"
+            else:  # Huawei's handling class of the code says what to do
+                hint = f"Huawei's handling of the code is {handling.value}: {handling.action}; {query} explains it"
+                codes = codes[:-1] + f" → {handling.value})"
             found.append(
                 Problem(Reason.CHIP_HEALTH, f"{chip.label} {state}{codes}", hint, chip.npu_id, chip.chip_id)
             )

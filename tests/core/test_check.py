@@ -39,6 +39,12 @@ HEALTHY = {
     "dcmi-crash": 8,
     "dcmi-permission": 8,
     "dcmi-missing": 8,
+    # What a chip is limited by is not a health problem; a throttling chip is warm, not past its limit.
+    "throttling": 8,
+    "memory-bound": 8,
+    "aicpu-fallback": 8,
+    "input-bound": 8,
+    "hbm-leak": 8,
 }
 HEALTHY_LINE = re.compile(r"^healthy: (\d+)/(\d+) chips OK, max (\d+) °C$")
 
@@ -92,8 +98,16 @@ def test_chip_alarm_names_the_chip_and_its_error_code(capsys):
     code, out, err = check(capsys, "--demo", "chip-alarm")
     line = the_line(out)
     assert code == 1
-    assert line.startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801) — 7/8 chips OK, max ")
+    assert line.startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 7/8 chips OK, max ")
     assert "npu-smi info -t health -i 3 -c 0" in err
+    assert "Huawei's handling of the code is restart-business: restart the job" in err
+
+
+def test_error_code_scenario_says_what_huawei_does_with_the_code(capsys):
+    code, out, err = check(capsys, "--demo", "error-code")
+    assert code == 1
+    assert the_line(out).startswith("unhealthy: NPU 6 chip 0 Alarm (80E18005 → restart-npu) — 7/8 chips OK")
+    assert "Huawei's handling of the code is restart-npu: stop the jobs on it and reset the chip" in err
 
 
 def test_npu_smi_hang_is_cut_at_the_timeout(capsys):
@@ -183,7 +197,7 @@ def test_json_unhealthy_document_lists_each_problem_with_its_reason(capsys):
     assert (doc["chips_ok"], doc["chips_total"]) == (7, 8)
     (problem,) = doc["problems"]
     assert problem["reason"] == "chip-health"
-    assert problem["message"] == "NPU 3 chip 0 Alarm (80E01801)"
+    assert problem["message"] == "NPU 3 chip 0 Alarm (80E01801 → restart-business)"
     assert (problem["npu_id"], problem["chip_id"]) == (3, 0)
     assert "npu-smi info -t health -i 3 -c 0" in problem["hint"]
     chip3 = next(c for c in doc["chips"] if c["npu_id"] == 3)
@@ -269,7 +283,7 @@ def test_devices_without_the_alarmed_chip_are_healthy(capsys):
 def test_devices_with_the_alarmed_chip_are_unhealthy(capsys):
     code, out, _ = check(capsys, "--demo", "chip-alarm", "--devices", "2,3")
     assert code == 1
-    assert the_line(out).startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801) — 1/2 chips OK")
+    assert the_line(out).startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 1/2 chips OK")
 
 
 @pytest.mark.parametrize(("backend", "lister"), [("npu-smi", "npu-smi"), ("dcmi", "DCMI")])

@@ -86,7 +86,7 @@ def test_npu_smi_backend_runs_npu_smi_once(capsys, npu_smi_calls):
 def test_a_chip_in_alarm_is_judged_with_dcmi_s_error_code_and_no_npu_smi(capsys, npu_smi_calls):
     code, doc = check_json(capsys, "--demo", "chip-alarm", "--backend", "dcmi")
     assert code == 1
-    assert doc["line"].startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801)")
+    assert doc["line"].startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business)")
     assert doc["backend"] == "dcmi"
     assert npu_smi_calls == []
 
