@@ -14,8 +14,9 @@ worker keeps a duplicate of it and points fd 1 at ``/dev/null``, so a library th
 corrupt it).  Each message is a 4-byte big-endian length and a pickle: the ``records`` the
 reader fills, or this module's ``InitOutcome``/``TickOutcome``.  At start the worker answers
 ``init`` then ``inventory`` unasked, so construction starts them and the first read finds them
-(nearly) done.  The worker ends when npuwatch does: its stdin closes, and a watchdog thread sees
-its parent change (even while the main thread is stuck in the library).
+(nearly) done.  The worker ends when npuwatch does: its stdin closes, and a watchdog thread,
+woken by that hang-up (it never wakes on a timer while npuwatch runs), sees its parent change
+(even while the main thread is stuck in the library).
 
 The child side imports the standard library, ``records`` and, once running, the loader and the
 reader; never the model.
@@ -27,6 +28,7 @@ import contextlib
 import json
 import os
 import pickle
+import select
 import selectors
 import signal
 import struct
@@ -49,8 +51,12 @@ DEFAULT_OPENER = f"{MODULE}:open_reader"
 REFRESH_VARIABLE = "NPUWATCH_FAKE_DCMI_REFRESH"
 #: On top of ``timeout_s``, how long a new worker may take to start (a fresh interpreter, its imports).
 START_GRACE_S = 5.0
-#: How often the worker looks whether npuwatch is still there.
+#: How often the worker looks whether npuwatch is still there once its request pipe closed.
 WATCH_PARENT_S = 0.25
+#: How often it looks otherwise: npuwatch's end closes the request pipe, which wakes the watchdog
+#: at once, so it does not wake while npuwatch runs; a copy of npuwatch forked without exec holds
+#: the pipe open too, and this bounds how long such a copy can hide npuwatch's end.
+WATCH_PARENT_IDLE_S = 2.0
 #: The largest answer accepted (a tick of hundreds of chips is a few hundred KiB).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Failures in a row a fresh worker is started after at once; then the wait doubles up to the cap.
@@ -556,7 +562,7 @@ def child_main(argv: Sequence[str]) -> int:
     os.dup2(null, 1)  # whatever the library prints goes nowhere, never into the protocol
     os.close(null)
     spec, root, parent, opener = json.loads(argv[0]), argv[1], int(argv[2]), argv[3]
-    threading.Thread(target=_watch_parent, args=(parent,), name="watch-parent", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent, 0), name="watch-parent", daemon=True).start()
     channel = _Channel(0, answers)
     try:
         open_with = cast(Opener, _resolve(opener))
@@ -680,11 +686,27 @@ class _Channel:
         return b"".join(chunks)
 
 
-def _watch_parent(parent: int) -> None:
-    """End the worker's whole group when npuwatch is gone, even while a library call hangs."""
+def _watch_parent(parent: int, requests: int = 0) -> None:
+    """End the worker's whole group when npuwatch is gone, even while a library call hangs.
+
+    Waits for the request pipe (``requests``) to hang up, which it does when npuwatch ends or
+    closes the worker, looking at the parent every ``WATCH_PARENT_IDLE_S`` meanwhile; then every
+    ``WATCH_PARENT_S`` (a closed pipe stays hung up, and the worker may be ending by itself).
+    """
+    poller = select.poll()
+    poller.register(requests, 0)  # no events asked: only a hang-up (or an error) wakes it
+    hung_up = False
     while os.getppid() == parent:
-        time.sleep(WATCH_PARENT_S)
-    if os.getpgrp() == os.getpid():  # its own group (always, as Worker starts it): all it started too
+        if hung_up:
+            time.sleep(WATCH_PARENT_S)
+        else:
+            hung_up = bool(poller.poll(WATCH_PARENT_IDLE_S * 1000))
+    _end_group()
+
+
+def _end_group() -> None:
+    """Kill the worker's process group (all the library started too), then the worker."""
+    if os.getpgrp() == os.getpid():  # its own group (always, as Worker starts it)
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
     os._exit(0)
