@@ -120,9 +120,20 @@ def test_chip_health_fails_an_alarm_chip_with_its_error_code(tmp_path):
     assert finding.status is Status.FAIL
     assert finding.summary == (
         "NPU 3 (chip 0, 0000:82:00.0) is in Alarm state: error 80E01801 HBM multi-bit ECC error"
+        " (Huawei's handling: restart-business)"
     )
     assert "`npu-smi info -t health -i 3 -c 0`" in finding.hint
-    assert "`npu-smi set -t reset -i 3 -c 0`" in finding.hint
+    # Huawei keeps the chip in service on a restart-business code: restart the job, no reset.
+    assert finding.hint.startswith("Huawei's handling of the code is restart-business: restart the job")
+    assert "set -t reset" not in finding.hint
+
+
+def test_chip_health_on_a_restart_npu_code_recommends_the_reset(tmp_path):
+    finding = simulated(tmp_path, "error-code").run(chip_health.CHECK)
+    assert finding.status is Status.FAIL
+    assert finding.summary.endswith("error 80E18005 HBMC CA parity error (Huawei's handling: restart-npu)")
+    assert finding.hint.startswith("Huawei's handling of the code is restart-npu: stop the jobs on it")
+    assert "`npu-smi set -t reset -i 6 -c 0`" in finding.hint
     assert "reboot" in finding.hint
 
 

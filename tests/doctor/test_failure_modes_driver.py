@@ -181,9 +181,11 @@ def test_row_20_device_daemon_failure_error_code_from_health_query(tmp_path):
     assert finding.status is Status.FAIL
     assert finding.summary == (
         "NPU 3 (chip 0, 0000:82:00.0) is in Alarm state: error 80CB8009 device heartbeat lost"
+        " (Huawei's handling: restart-request)"
     )
     assert "`npu-smi info -t health -i 3 -c 0`" in finding.hint
-    assert "reboot" in finding.hint
+    # The device plugin classes 80CB8009 as restart-request: retry, the chip stays in service.
+    assert finding.hint.startswith("Huawei's handling of the code is restart-request: retry the failed request")
 
 
 def test_row_24_out_of_memory_because_other_users_hold_hbm(tmp_path, monkeypatch):

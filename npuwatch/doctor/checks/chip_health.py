@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence
 
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
+from npuwatch.judge.fault_codes import FaultHandling, worst_handling
 from npuwatch.model import ChipSample, Health, worst
 
 
@@ -43,7 +44,10 @@ def run(machine: Machine) -> Finding:
     lines: List[str] = []
     for chip in sick:
         error = _error_text(chip)
+        handling = worst_handling(e.code for e in chip.errors)
         state = f"{_where(chip)} is in {chip.health.value} state" + (f": error {error}" if error else "")
+        if handling is not None:
+            state += f" (Huawei's handling: {handling.value})"
         busy = [p for p in table.processes if (p.npu_id, p.chip_id) == chip.identity.key]
         if busy:
             state_processes = ", ".join(f"{p.pid} {p.name or ''}".strip() for p in busy)
@@ -52,15 +56,26 @@ def run(machine: Machine) -> Finding:
             lines.append(state)
         states.append(state)
     # The judge's scale: Alarm, Critical and no health fail (as `npuwatch check` fails), Warning warns.
-    level = worst(chip.health.level for chip in sick)
+    handlings = {chip.identity.key: worst_handling(e.code for e in chip.errors) for chip in sick}
+    level = worst(
+        worst((chip.health.level, handling.level if handling is not None else chip.health.level))
+        for chip, handling in zip(sick, handlings.values())
+    )
     first = sick[0].identity
     summary = _summary(sick, states)
+    handling = handlings[first.key]
+    query = f"`npu-smi info -t health -i {first.npu_id} -c {first.chip_id}`"
     hint = (
         f"see `npu-smi info -t health -i {first.npu_id} -c {first.chip_id}`; stop the processes on the chip, "
         f"then reset it as root: `npu-smi set -t reset -i {first.npu_id} -c {first.chip_id}` "
         "(this kills every process on the card; newer drivers: `npu-smi set -t reset -i N`); "
         "if the reset fails or the state returns, reboot, then check `dmesg` and the driver/firmware versions"
     )
+    if handling is not None and handling.rank < FaultHandling.FREE_RESTART_NPU.rank:
+        # Huawei keeps the chip in service for this code: no reset, only what its class says.
+        hint = f"Huawei's handling of the code is {handling.value}: {handling.action}; {query} explains it"
+    elif handling is not None:
+        hint = f"Huawei's handling of the code is {handling.value}: {handling.action}. " + hint
     make = failed if level.unhealthy or unlisted is not None else warned
     if unlisted is not None:
         lines.append(unlisted.message)
