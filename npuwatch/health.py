@@ -227,7 +227,8 @@ def _unhealthy(chip: ChipCheck) -> List[Problem]:
             if handling is None:
                 hint = f"{query} explains the error code; check `dmesg` and move jobs off this chip"
             else:  # Huawei's handling class of the code says what to do
-                hint = f"Huawei's handling of the code is {handling.value}: {handling.action}; {query} explains it"
+                action = f"{handling.value}: {handling.action}"
+                hint = f"Huawei's handling of the code is {action}; {query} explains it"
                 codes = codes[:-1] + f" → {handling.value})"
             found.append(
                 Problem(Reason.CHIP_HEALTH, f"{chip.label} {state}{codes}", hint, chip.npu_id, chip.chip_id)

@@ -143,7 +143,8 @@ class HealthVerdict:
 
     @property
     def line(self) -> str:
-        """``healthy: 8/8 chips OK, max 61 °C`` or ``unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 7/8 …``."""
+        """``healthy: 8/8 chips OK, max 61 °C`` or
+        ``unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 7/8 …``."""
         facts: List[str] = []
         if self.chips:
             facts.append(f"{self.chips_ok}/{self.chips_total} chips OK")

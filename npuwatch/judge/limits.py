@@ -83,28 +83,16 @@ class Thresholds:
     hbm_idle_fraction: float = 1 / 16
     #: Memory counts as held with no process when it exceeds the idle allowance by this much.
     hbm_held_min_mib: int = 2048
-    #: Workload classes (``npuwatch.judge.workload``), all our defaults (Huawei publishes none).
-    #: AI Core below ``aicore_low_percent`` is not what limits the job: the class then says what
-    #: does (AI CPU, the host, or nothing: waiting); at or above it the chip is compute-bound,
-    #: unless HBM bandwidth is at ``hbm_bandwidth_high_percent`` while AI Core is below
-    #: ``aicore_busy_percent`` (memory-bound).  A job's host process at ``host_busy_percent`` or
-    #: more of one core is busy feeding it (input-bound); AI CPU at ``aicpu_busy_percent``.
+    #: The workload judge's (``npuwatch.judge.workload``): what each decides is ``WORKLOAD_ROWS``.
     aicore_low_percent: float = 30.0
     aicore_busy_percent: float = 70.0
     hbm_bandwidth_high_percent: float = 70.0
     aicpu_busy_percent: float = 50.0
     host_busy_percent: float = 80.0
-    #: The window the evidence is averaged over, and the hysteresis: a new class shows once every
-    #: sample for ``settle_s`` (and at least ``settle_samples`` samples) reads it; memory held
-    #: with no process needs ``held_settle_samples`` (a job's exit frees HBM within a second or two).
     workload_window_s: float = 10.0
     settle_samples: int = 2
     settle_s: float = 1.0
     held_settle_samples: int = 3
-    #: Throttling: AI Core busy (at or above ``aicore_low_percent``) at a frequency more than
-    #: ``throttle_freq_margin`` below its rated one, while the temperature is within
-    #: ``throttle_near_limit_c`` of the model's warning limit (thermal) or the power at
-    #: ``throttle_power_share`` of its rating (power cap), for ``throttle_settle_samples`` samples.
     throttle_freq_margin: float = 0.05
     throttle_near_limit_c: float = 5.0
     throttle_power_share: float = 0.95
@@ -138,3 +126,74 @@ class Thresholds:
 
 
 DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class ThresholdRow:
+    """One workload threshold as the README states it: what it decides and where it comes from."""
+
+    name: str  # a field of ``Thresholds``
+    unit: str
+    decides: str
+    source: str = "our default"
+
+
+#: The workload judge's thresholds (``npuwatch.judge.workload``); the README's "What is my NPU
+#: limited by?" table is written from these rows and ``DEFAULT_THRESHOLDS``
+#: (``tests/core/test_workload_readme.py`` keeps them equal).  Huawei publishes no such figures.
+WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
+    ThresholdRow(
+        "aicore_low_percent",
+        "%",
+        "AI Core at or above it: compute-bound; below it the class says what holds the chip back",
+    ),
+    ThresholdRow("aicore_busy_percent", "%", "memory-bound needs AI Core below it"),
+    ThresholdRow(
+        "hbm_bandwidth_high_percent", "%", "HBM bandwidth at or above it, AI Core below busy: memory-bound"
+    ),
+    ThresholdRow("aicpu_busy_percent", "%", "AI CPU at or above it, AI Core low: aicpu-bound"),
+    ThresholdRow(
+        "host_busy_percent",
+        "% of a core",
+        "the chip's busiest process on the host at or above it, AI Core low: input-bound",
+    ),
+    ThresholdRow(
+        "workload_window_s",
+        "s",
+        "the evidence is the mean over this window of the samples that read the class",
+    ),
+    ThresholdRow("settle_samples", "samples", "a new class shows after this many samples in a row …"),
+    ThresholdRow("settle_s", "s", "… spanning at least this long (so fast sampling does not flicker either)"),
+    ThresholdRow(
+        "held_settle_samples",
+        "samples",
+        "idle-holding-hbm shows after this many (a job's exit frees HBM in a second or two)",
+    ),
+    ThresholdRow(
+        "throttle_freq_margin",
+        "× rated",
+        "throttling: AI Core busy at a frequency more than this below its rated one …",
+    ),
+    ThresholdRow(
+        "throttle_near_limit_c",
+        "°C",
+        "… thermal: the temperature within this of the model's warning limit (table above)",
+    ),
+    ThresholdRow(
+        "throttle_power_share",
+        "× rated",
+        "… power: the power at this share of the model's rated power (table above)",
+    ),
+    ThresholdRow(
+        "throttle_settle_samples", "samples", "throttling shows, and clears, after this many samples in a row"
+    ),
+)
+
+
+def workload_table() -> str:
+    """The README's table of ``WORKLOAD_ROWS`` with their default values (Markdown)."""
+    lines = ["| threshold | default | decides | source |", "|---|---|---|---|"]
+    for row in WORKLOAD_ROWS:
+        value = getattr(DEFAULT_THRESHOLDS, row.name)
+        lines.append(f"| `{row.name}` | {value:g} {row.unit} | {row.decides} | {row.source} |")
+    return "\n".join(lines)

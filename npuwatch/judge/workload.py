@@ -76,6 +76,39 @@ _NEXT_STEPS = {
     ),
     WorkloadClass.UNKNOWN: "see the chip's health and the chip source: no current AI Core reading.",
 }
+#: What decides each class, as the README says it (the rules are ``observe``'s).
+DECIDED_BY = {
+    WorkloadClass.COMPUTE_BOUND: "AI Core at or above `aicore_low_percent` (and not memory-bound)",
+    WorkloadClass.MEMORY_BOUND: (
+        "HBM bandwidth at or above `hbm_bandwidth_high_percent` while AI Core is below "
+        "`aicore_busy_percent` (needs the DCMI backend)"
+    ),
+    WorkloadClass.AICPU_BOUND: (
+        "AI Core low, AI CPU at or above `aicpu_busy_percent` (needs the DCMI backend)"
+    ),
+    WorkloadClass.INPUT_BOUND: (
+        "AI Core low, the chip's busiest process at or above `host_busy_percent` on the host"
+    ),
+    WorkloadClass.WAITING: "AI Core low, neither the host process nor the AI CPU busy",
+    WorkloadClass.IDLE: "no process on the chip",
+    WorkloadClass.IDLE_HOLDING_HBM: (
+        "no process, memory above the idle allowance (the `hbm-held` rule of the judge table)"
+    ),
+    WorkloadClass.UNKNOWN: (
+        "no current AI Core reading (the chip is lost, its values are stale, or not reported)"
+    ),
+}
+
+
+def class_table() -> str:
+    """The README's table of the classes: what decides each and the next step (Markdown)."""
+    lines = ["| class | card tag | decided by | next step |", "|---|---|---|---|"]
+    for kind in WorkloadClass:
+        step = _NEXT_STEPS[kind]
+        lines.append(f"| `{kind.value}` | {kind.tag} | {DECIDED_BY[kind]} | {step[:1].upper()}{step[1:]} |")
+    return "\n".join(lines)
+
+
 _THROTTLE_STEPS = {
     Throttling.THERMAL: (
         "AI Core is throttled because the chip is hot: check this slot's fans and airflow and the "

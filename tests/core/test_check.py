@@ -283,7 +283,8 @@ def test_devices_without_the_alarmed_chip_are_healthy(capsys):
 def test_devices_with_the_alarmed_chip_are_unhealthy(capsys):
     code, out, _ = check(capsys, "--demo", "chip-alarm", "--devices", "2,3")
     assert code == 1
-    assert the_line(out).startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 1/2 chips OK")
+    line = the_line(out)
+    assert line.startswith("unhealthy: NPU 3 chip 0 Alarm (80E01801 → restart-business) — 1/2 chips OK")
 
 
 @pytest.mark.parametrize(("backend", "lister"), [("npu-smi", "npu-smi"), ("dcmi", "DCMI")])

@@ -185,7 +185,9 @@ def test_row_20_device_daemon_failure_error_code_from_health_query(tmp_path):
     )
     assert "`npu-smi info -t health -i 3 -c 0`" in finding.hint
     # The device plugin classes 80CB8009 as restart-request: retry, the chip stays in service.
-    assert finding.hint.startswith("Huawei's handling of the code is restart-request: retry the failed request")
+    assert finding.hint.startswith(
+        "Huawei's handling of the code is restart-request: retry the failed request"
+    )
 
 
 def test_row_24_out_of_memory_because_other_users_hold_hbm(tmp_path, monkeypatch):
