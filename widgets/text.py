@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
-from npuwatch.model import ChipSample, Snapshot
+from npuwatch.model import ChipSample, Level, Snapshot
 from npuwatch.text_safety import inert, inert_lines
 from npuwatch.widgets import format as fmt
-from npuwatch.widgets.view_model import ChipRow, MetricCell, ProcessRow, cell_columns, chip_rows, process_row
+from npuwatch.widgets.view_model import (
+    ChipRow,
+    MetricCell,
+    ProcessRow,
+    cell_columns,
+    chip_name,
+    chip_rows,
+    process_row,
+)
 
 
 def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
@@ -21,9 +29,10 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     lines = [_title(snapshot), _versions(snapshot), ""]
     if snapshot.chips:
         rows = chip_rows(snapshot, ordered=False)  # npu-smi's order
-        lines += _table(_chip_header(), [_chip_row(row) for row in rows])
+        judged = any(row.workload is not None for row in rows)  # a feed judged the workloads
+        lines += _table(_chip_header(judged), [_chip_row(row, judged) for row in rows])
         lines += _extras_table(rows)
-        attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips)
+        attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips) + _workloads(rows)
         if attention:
             lines += ["", *attention]
     else:
@@ -70,12 +79,13 @@ def _versions(snapshot: Snapshot) -> str:
 _ID_HEADER = ("NPU", "Chip", "Phy/Dev", "Name", "Bus-Id", "Health")
 
 
-def _chip_header() -> Tuple[str, ...]:
-    """The identity columns, then a column per cell named by the metric table (Util, Memory …)."""
-    return (*_ID_HEADER, *cell_columns())
+def _chip_header(workload: bool = False) -> Tuple[str, ...]:
+    """The identity columns, then a column per cell named by the metric table (Util, Memory …),
+    then what the chip is limited by when the workloads were judged."""
+    return (*_ID_HEADER, *cell_columns(), *(("Workload",) if workload else ()))
 
 
-def _chip_row(row: ChipRow) -> Tuple[str, ...]:
+def _chip_row(row: ChipRow, workload: bool = False) -> Tuple[str, ...]:
     ident = row.identity
     # Phy-ID on A3, the Device column on 310/310P/310B: at most one of them is printed.
     sub_id = ident.phy_id if ident.phy_id is not None else ident.device_id
@@ -87,7 +97,33 @@ def _chip_row(row: ChipRow) -> Tuple[str, ...]:
         ident.bus_id or fmt.NA,
         row.health + (" (stale)" if row.stale else ""),
         *(_cell_text(cell) for cell in row.metrics),
+        *((_workload_cell(row),) if workload else ()),
     )
+
+
+def _workload_cell(row: ChipRow) -> str:
+    """``compute-bound``, ``input-bound · throttled: thermal``; ``-`` for a chip not judged."""
+    shown = row.explanation
+    return "-" if shown is None else shown.heading
+
+
+def _workloads(rows: Sequence[ChipRow]) -> List[str]:
+    """A chip whose class holds its job back, or whose AI Core is throttled: the class over its
+    window with the summary, then the next step, the likely owner of memory held with no
+    process, and what only the DCMI backend could tell."""
+    lines: List[str] = []
+    for row in rows:
+        shown, tag = row.explanation, row.workload
+        if shown is None or tag is None or not (tag.level is Level.WARNING or tag.throttling):
+            continue
+        where = chip_name(row.key) if row.key[1] else f"NPU {row.key[0]}"
+        lines.append(f"▲ {where}: {shown.heading} ({shown.window}): {shown.summary}")
+        evidence = " · ".join(f"{e.label} {e.value}" for e in shown.evidence)
+        lines += [f"    evidence: {evidence}"] if evidence else []
+        lines.append(f"    next step: {shown.next_step}")
+        lines += [f"    likely owner: {shown.owner}"] if shown.owner else []
+        lines += [f"    ({shown.needs_dcmi})"] if shown.needs_dcmi else []
+    return lines
 
 
 def _cell_text(cell: MetricCell) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -22,16 +23,21 @@ from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
 from npuwatch.judge.rules import is_stale, memory_bar_level, power_bar_level
-from npuwatch.metrics_table import CELLS, EXTRAS, ChipMetric, Extra, Scale, cell_metrics, metric
+from npuwatch.metrics_table import BY_NAME, CELLS, EXTRAS, ChipMetric, Extra, Scale, cell_metrics, metric
 from npuwatch.model import (
     ChipIdentity,
     ChipSample,
+    EvidenceValue,
     Health,
     HostInfo,
+    LastOwner,
     Level,
     MetricStatus,
     NpuProcess,
     Snapshot,
+    Throttling,
+    Workload,
+    WorkloadClass,
 )
 from npuwatch.widgets import format as fmt
 
@@ -84,6 +90,64 @@ class MetricCell(NamedTuple):
     beside: str = ""  # the card cell a ``beside`` metric goes next to (util)
 
 
+class WorkloadTag(NamedTuple):
+    """What a chip is limited by, as a card shows it: ``compute``, ``input`` (amber), ``HBM held``.
+
+    A named tuple, one per class and throttling cause (``workload_tag``): the dashboard builds a
+    row per chip at every sample and compares these to keep a card's title line as drawn.
+    """
+
+    kind: str  # the class: compute-bound, memory-bound, … unknown (``WorkloadClass``)
+    tag: str  # the card's word for it: compute, memory, AI CPU, input, waiting, idle, HBM held, ?
+    #: warning for a class the judge calls a problem (something other than compute holds the job
+    #: back: memory-bound, aicpu-bound, input-bound, waiting, idle-holding-hbm), unknown for
+    #: unknown, else ok.
+    level: Level
+    throttling: str = ""  # thermal | power | "" (not throttled): always a warning
+
+    def mark(self, room: int = 99) -> str:
+        """The throttling mark in at most ``room`` columns: ``▼ throttled: thermal``, ``▼ thermal``,
+        ``▼``; empty when not throttled."""
+        if not self.throttling:
+            return ""
+        return next(
+            (m for m in (f"▼ throttled: {self.throttling}", f"▼ {self.throttling}") if len(m) <= room), "▼"
+        )
+
+
+class EvidenceRow(NamedTuple):
+    """One number that decided a chip's workload class: ``HBM bandwidth utilisation  88%``."""
+
+    key: str  # the evidence's name in the JSON: hbm_bandwidth_percent
+    label: str
+    value: str  # with its unit
+
+
+@dataclass(frozen=True)
+class WorkloadExplanation:
+    """What a chip is limited by, explained: the detail screen, the notebook and the text view."""
+
+    kind: str  # input-bound
+    tag: str  # input
+    level: Level  # the tag's level (``WorkloadTag.level``)
+    throttling: str  # ``throttled: thermal`` or ""
+    summary: str  # AI Core 3 %, PID 48211 at 240 % host CPU
+    next_step: str  # one sentence
+    evidence: Tuple[EvidenceRow, ...]  # the numbers that decided it (those read), with units
+    window: str  # over 10 s (10 samples)
+    #: The classes this chip source cannot decide (npu-smi reads no HBM bandwidth, AI CPU or
+    #: frequency), said as ``needs the DCMI backend to tell memory-bound, aicpu-bound``; "" if none.
+    needs_dcmi: str = ""
+    #: Memory held with no process: the process that held it last (``PID 48211 · alice ·
+    #: python3 train.py · 50337 MiB · last seen 10:01:02, 2:05 before this sample``).
+    owner: Optional[str] = None
+
+    @property
+    def heading(self) -> str:
+        """``input-bound``, ``compute-bound · throttled: thermal``."""
+        return f"{self.kind} · {self.throttling}" if self.throttling else self.kind
+
+
 @dataclass(frozen=True)
 class ChipRow:
     """One chip: identity, health badge, the judge's level and reasons, and its cells."""
@@ -108,6 +172,12 @@ class ChipRow:
     extras: Tuple[MetricCell, ...] = ()
     #: The chip's error codes with their meaning (``80E01801 HBM multi-bit ECC error``).
     errors: Tuple[str, ...] = ()
+    #: What the chip is limited by (the feed's ``WorkloadJudge`` sets ``ChipSample.workload``):
+    #: its tag and colour; None before a feed has judged it (a bare replay of an npu-smi text).
+    workload: Optional[WorkloadTag] = None
+    #: The same, explained (summary, evidence, next step, likely owner of held memory): built
+    #: only when asked for (``chip_row(explain=True)``: the notebook, the text view).
+    explanation: Optional[WorkloadExplanation] = None
 
     def cell(self, key: str) -> MetricCell:
         """The cell called ``key`` (util, memory, power, temperature)."""
@@ -271,14 +341,18 @@ def chip_rows(
     own_memory: Optional[Mapping[ChipKey, str]] = None,
     *,
     ordered: bool = True,
+    explain: bool = True,
 ) -> Tuple[ChipRow, ...]:
     """A row per chip of ``snapshot``, each with the judge's verdict: in (NPU, chip) order, or in
-    the snapshot's own order (npu-smi's) when not ``ordered``."""
+    the snapshot's own order (npu-smi's) when not ``ordered``; ``explain``: with each chip's
+    workload explained (``ChipRow.explanation``)."""
     judged = judge_snapshot(snapshot)
     mine = own_memory or {}
     chips = sorted(snapshot.chips, key=lambda c: c.identity.key) if ordered else snapshot.chips
+    now = snapshot.taken_at if explain else None
     return tuple(
-        chip_row(c, history, points, mine.get(c.identity.key), judged.get(c.identity.key)) for c in chips
+        chip_row(c, history, points, mine.get(c.identity.key), judged.get(c.identity.key), explain_at=now)
+        for c in chips
     )
 
 
@@ -303,11 +377,14 @@ def chip_row(
     points: int = 0,
     own_memory: Optional[str] = None,
     judgement: Optional[Judgement] = None,
+    *,
+    explain_at: Optional[datetime] = None,
 ) -> ChipRow:
     """One chip: identity, health badge, level and the cells (``points`` history values each).
 
     ``judgement`` is the judge's verdict on the chip within its snapshot (``judge_snapshot``);
-    without one the chip is judged alone (as if no process were listed on it).
+    without one the chip is judged alone (as if no process were listed on it).  ``explain_at``
+    (the snapshot's time): with its workload explained, the owner's last sighting against it.
     """
     ident = chip.identity
     verdict = judgement if judgement is not None else judge_chip(chip)
@@ -315,6 +392,7 @@ def chip_row(
     extras = tuple(
         _extra(chip, row, history, points) for row in _EXTRAS_SHOWN if getattr(chip, row.name) is not None
     )
+    workload = chip.workload
     return ChipRow(
         key=ident.key,
         identity=ident,
@@ -332,7 +410,115 @@ def chip_row(
         reason=_common_reason(metrics),
         extras=extras,
         errors=tuple(error.text for error in chip.errors),
+        workload=None if workload is None else workload_tag(workload),
+        explanation=None if workload is None or explain_at is None else explain(workload, explain_at),
     )
+
+
+def workload_tag(workload: Workload) -> WorkloadTag:
+    """The card's tag of a chip's workload (one object per class and throttling cause)."""
+    return _workload_tag(workload.kind, workload.throttling)
+
+
+@lru_cache(maxsize=64)
+def _workload_tag(kind: WorkloadClass, throttling: Optional[Throttling]) -> WorkloadTag:
+    level = Level.UNKNOWN if kind is WorkloadClass.UNKNOWN else Level.WARNING if kind.problem else Level.OK
+    return WorkloadTag(kind.value, kind.tag, level, "" if throttling is None else throttling.value)
+
+
+def explain(workload: Workload, now: datetime) -> WorkloadExplanation:
+    """A chip's workload explained, at the snapshot time ``now``: the class, the numbers that
+    decided it with their units, the next step, what the chip source cannot tell, and the likely
+    owner of memory held with no process."""
+    tag = workload_tag(workload)
+    evidence = tuple(
+        EvidenceRow(key, evidence_label(key), evidence_text(key, value))
+        for key, value in workload.evidence.items()
+        if value is not None
+    )
+    return WorkloadExplanation(
+        kind=tag.kind,
+        tag=tag.tag,
+        level=tag.level,
+        throttling=workload.throttle_tag,
+        summary=workload.summary,
+        next_step=workload.next_step,
+        evidence=evidence,
+        window=_window(workload),
+        needs_dcmi=f"needs the DCMI backend to tell {', '.join(workload.needs_dcmi)}"
+        if workload.needs_dcmi
+        else "",
+        owner=None if workload.owner is None else owner_text(workload.owner, now),
+    )
+
+
+def _window(workload: Workload) -> str:
+    """``over 10 s (10 samples)``; ``from one sample`` for a one-shot snapshot."""
+    if workload.samples <= 1:
+        return "from one sample"
+    return f"over {workload.window_s:.0f} s ({workload.samples} samples)"
+
+
+_METRIC_NAMES = frozenset(BY_NAME)
+#: The evidence that is no metric of the table: its label and unit.
+_EVIDENCE: Dict[str, Tuple[str, str]] = {
+    "host_cpu_percent": ("Job's host CPU", "%"),
+    "pid": ("Job's PID", ""),
+    "process": ("Job's process", ""),
+    "idle_hbm_mib": ("HBM an idle chip holds", "MiB"),
+    "temperature_limit_c": ("Temperature warning", "°C"),
+    "rated_power_w": ("Rated power", "W"),
+}
+#: A unit by the name's ending, for evidence neither the metric table nor ``_EVIDENCE`` knows.
+_SUFFIX_UNITS = (("_percent", "%"), ("_mib", "MiB"), ("_mhz", "MHz"), ("_c", "°C"), ("_w", "W"), ("_s", "s"))
+
+
+def _evidence_row(key: str) -> Tuple[str, str]:
+    if key in _EVIDENCE:
+        return _EVIDENCE[key]
+    if key in _METRIC_NAMES:
+        row = metric(key)
+        return row.title, row.unit
+    for suffix, unit in _SUFFIX_UNITS:
+        if key.endswith(suffix):
+            return key[: -len(suffix)].replace("_", " ").capitalize(), unit
+    return key.replace("_", " ").capitalize(), ""
+
+
+def evidence_label(key: str) -> str:
+    """The label of an evidence value: ``AI Core``, ``HBM bandwidth utilisation``, ``Job's host CPU``."""
+    return _evidence_row(key)[0]
+
+
+def evidence_text(key: str, value: EvidenceValue) -> str:
+    """An evidence value in its unit: ``88%``, ``52.5 GiB``, ``1300 MHz``, ``372.4 W``, ``84 °C``."""
+    if value is None:
+        return fmt.NA
+    if isinstance(value, str):
+        return value
+    unit = _evidence_row(key)[1]
+    if unit in ("%", "MiB", "W", "°C"):
+        return fmt.with_unit(value, unit)
+    number = f"{value:.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:g}"
+    return f"{number} {unit}" if unit else number
+
+
+def owner_text(owner: LastOwner, now: datetime) -> str:
+    """``PID 48211 · alice · python3 train.py · 50337 MiB · last seen 10:01:02, 2:05 before this
+    sample``: who held a chip's memory last, from what npuwatch saw."""
+    parts = [f"PID {owner.pid}"]
+    if owner.user:
+        parts.append(owner.user)
+    command = owner.command or owner.name
+    if command:
+        parts.append(command)
+    if owner.npu_memory_mib is not None:
+        parts.append(fmt.mib(owner.npu_memory_mib))
+    if owner.last_seen is not None:
+        ago = (now - owner.last_seen).total_seconds()
+        seen = f"last seen {owner.last_seen.astimezone().strftime('%H:%M:%S')}"
+        parts.append(f"{seen}, {fmt.duration(ago)} before this sample" if ago >= 1 else seen)
+    return " · ".join(parts)
 
 
 def _detail(ident: ChipIdentity) -> str:

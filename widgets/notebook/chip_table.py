@@ -20,6 +20,8 @@ from npuwatch.widgets.notebook.html_parts import (
     not_reported_html,
     shared_reason_html,
     value_html,
+    workload_hover,
+    workload_tag_html,
 )
 from npuwatch.widgets.notebook.sparkline_svg import mini_sparkline_svg
 from npuwatch.widgets.view_model import ChipRow, MetricCell, ViewModel, reason_groups
@@ -57,7 +59,7 @@ def _metric_cell(cell: MetricCell, header: str, window: str, slots: int, extra: 
     )
 
 
-def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int) -> str:
+def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int, with_workload: bool) -> str:
     stale = ' <b class="npuwatch-stale" style="color:#ef6c00">STALE</b>' if row.stale else ""
     cells = [
         f'<td style="{_CELL}">{row.key[0]}</td>',
@@ -65,6 +67,12 @@ def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int) -> 
         f'<td style="{_CELL}">{escape(row.model or "n/a")}{stale}</td>',
         f'<td style="{_CELL}">{badge_html(row.health_class, row.badge)}</td>',
     ]
+    if with_workload:
+        tag, shown = row.workload, row.explanation
+        tag_html = (
+            "" if tag is None else workload_tag_html(tag, "" if shown is None else workload_hover(shown))
+        )
+        cells.append(f'<td class="npuwatch-workload-cell" style="{_CELL}">{tag_html}</td>')
     for cell, header in zip(row.metrics, headers):
         own = ""
         if cell.key == "memory" and row.own_memory:
@@ -86,13 +94,16 @@ def _row_html(row: ChipRow, headers: Sequence[str], window: str, slots: int) -> 
 
 
 def chip_table_html(view: ViewModel, slots: int) -> str:
-    """Every chip as a table row: NPU, chip, model, health, then each metric with its plot."""
+    """Every chip as a table row: NPU, chip, model, health, what it is limited by (its workload
+    tag, explained on hover), then each metric with its plot."""
     headers = _headers(view.chips)
+    # What each chip is limited by, once a feed has judged it (a column only then).
+    with_workload = any(row.workload is not None for row in view.chips)
     head = "".join(
         f'<th style="{_CELL};font-weight:600">{escape(h)}</th>'
-        for h in ("NPU", "Chip", "Model", "Health", *headers)
+        for h in ("NPU", "Chip", "Model", "Health", *(("Workload",) if with_workload else ()), *headers)
     )
-    rows = "".join(_row_html(row, headers, view.window, slots) for row in view.chips)
+    rows = "".join(_row_html(row, headers, view.window, slots, with_workload) for row in view.chips)
     groups = [g for g in reason_groups(view.chips) if g.reason != view.shared_reason]
     return (
         f'<div class="npuwatch-chips npuwatch-layout-table" style="font-family:{FONT};{_COMPACT}">'

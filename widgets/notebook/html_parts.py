@@ -10,7 +10,7 @@ from html import escape
 from typing import Iterable, Optional
 
 from npuwatch.model import Level
-from npuwatch.widgets.view_model import ChipRow, MetricCell, ReasonGroup
+from npuwatch.widgets.view_model import ChipRow, MetricCell, ReasonGroup, WorkloadExplanation, WorkloadTag
 
 FONT = "var(--jp-ui-font-family, var(--vscode-font-family, system-ui, sans-serif))"
 BORDER = "var(--jp-border-color2, rgba(128,128,128,0.35))"
@@ -107,3 +107,74 @@ def not_reported_html(groups: Iterable[ReasonGroup]) -> str:
         f'<div class="npuwatch-not-reported" style="font-size:11px;opacity:0.8">Not reported:'
         f'<ul style="margin:0;padding-left:16px">{items}</ul></div>'
     )
+
+
+def workload_tag_html(tag: WorkloadTag, title: str = "") -> str:
+    """A chip's workload tag (``compute``; ``input`` in amber: a class that holds the job back) and
+    its throttling mark (``▼ throttled: thermal``, amber); ``title`` shows on hover."""
+    hover = f' title="{escape(title)}"' if title else ""
+    colour = LEVEL_COLOURS[tag.level] if tag.level is not Level.UNKNOWN else "inherit"
+    opacity = ";opacity:0.7" if tag.kind in ("idle", "unknown") else ""
+    mark = ""
+    if tag.throttling:
+        mark = (
+            f' <span class="npuwatch-throttling" data-reason="{escape(tag.throttling)}" '
+            f'style="color:{LEVEL_COLOURS[Level.WARNING]};font-weight:600;white-space:nowrap">'
+            f"{escape(tag.mark())}</span>"
+        )
+    return (
+        f'<span class="npuwatch-workload npuwatch-workload-{escape(tag.kind)} {level_class(tag.level)}" '
+        f'data-class="{escape(tag.kind)}"{hover} style="color:{colour};font-weight:600;white-space:nowrap'
+        f'{opacity}">{escape(tag.tag)}</span>{mark}'
+    )
+
+
+def workload_hover(shown: WorkloadExplanation) -> str:
+    """A workload explained on one line, for a tooltip: heading, window, summary, evidence, next step."""
+    evidence = " · ".join(f"{row.label} {row.value}" for row in shown.evidence)
+    parts = [f"{shown.heading} ({shown.window}): {shown.summary}"]
+    if evidence:
+        parts.append(f"evidence: {evidence}")
+    parts.append(f"next step: {shown.next_step}")
+    if shown.owner:
+        parts.append(f"likely owner: {shown.owner}")
+    if shown.needs_dcmi:
+        parts.append(shown.needs_dcmi)
+    return "\n".join(parts)
+
+
+def workload_html(row: ChipRow) -> str:
+    """A card's workload block (none for an unknown class): its tag and summary; when the class
+    holds the job back or AI Core is throttled, also the evidence with units, the next step, the
+    likely owner of held memory and what only the DCMI backend could tell (for the others all of
+    it is in the tooltip)."""
+    tag, shown = row.workload, row.explanation
+    if tag is None or shown is None or tag.level is Level.UNKNOWN:
+        return ""  # unknown: the card's n/a and its reason say it already (the tooltip of a table cell)
+    head = (
+        f'<div class="npuwatch-workload-line" title="{escape(workload_hover(shown))}">'
+        f"{workload_tag_html(tag)} "
+        f'<span class="npuwatch-workload-summary" style="opacity:0.85">{escape(shown.summary)}</span></div>'
+    )
+    more = _workload_more(shown) if tag.level is Level.WARNING or tag.throttling else ""
+    return f'<div class="npuwatch-workload-block" style="margin:2px 0 3px;font-size:12px">{head}{more}</div>'
+
+
+_SMALL = "font-size:11px;line-height:1.45"
+
+
+def _workload_more(shown: WorkloadExplanation) -> str:
+    """The evidence (with the window), the next step, the likely owner, what needs the DCMI backend."""
+    evidence = " · ".join(
+        f'<span class="npuwatch-evidence" data-key="{escape(row.key)}" style="white-space:nowrap">'
+        f'<span style="opacity:0.8">{escape(row.label)}</span> <b>{escape(row.value)}</b></span>'
+        for row in shown.evidence
+    )
+    window = f'<span style="opacity:0.7">({escape(shown.window)})</span>'
+    lines = [("npuwatch-workload-evidence", f"{evidence} {window}")] if evidence else []
+    lines.append(("npuwatch-next-step", f"→ {escape(shown.next_step)}"))
+    if shown.owner:
+        lines.append(("npuwatch-owner", f"<b>likely owner</b> {escape(shown.owner)}"))
+    if shown.needs_dcmi:  # a waiting chip read through npu-smi may be AI CPU-bound: say so here
+        lines.append(("npuwatch-needs-dcmi", f'<span style="opacity:0.65">{escape(shown.needs_dcmi)}</span>'))
+    return "".join(f'<div class="{name}" style="{_SMALL}">{html}</div>' for name, html in lines)

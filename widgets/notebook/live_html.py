@@ -24,6 +24,7 @@ from npuwatch.widgets.notebook.html_parts import (
     reason_html,
     shared_reason_html,
     value_html,
+    workload_html,
 )
 from npuwatch.widgets.notebook.sparkline_svg import sparkline_svg
 from npuwatch.widgets.view_model import ChipRow, HostRow, MetricCell, ProcessRow, ViewModel
@@ -127,7 +128,8 @@ def chip_html(row: ChipRow, window: str, slots: int, said: Optional[str] = None)
         f'<span class="npuwatch-chip-title" style="font-weight:600">{escape(row.title)}{stale}</span>'
         f"{badge_html(row.health_class, row.badge)}</div>"
         f'<div style="font-size:11px;opacity:0.7;margin-bottom:3px">{escape(row.detail)}</div>'
-        f'{reason}<table style="border-collapse:collapse;font-size:12px">{metrics}</table>'
+        f"{workload_html(row)}{reason}"
+        f'<table style="border-collapse:collapse;font-size:12px">{metrics}</table>'
         f"{details_html(row)}{own}</div>"
     )
 

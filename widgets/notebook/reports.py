@@ -12,7 +12,13 @@ from html import escape
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from npuwatch.widgets.notebook import live_html
-from npuwatch.widgets.notebook.html_parts import chip_classes, not_reported_html, value_html
+from npuwatch.widgets.notebook.html_parts import (
+    chip_classes,
+    not_reported_html,
+    value_html,
+    workload_hover,
+    workload_tag_html,
+)
 from npuwatch.widgets.view_model import (
     cell_columns,
     chip_rows,
@@ -79,6 +85,7 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
     ``problem`` says why the sample holds no NPU data (``availability.no_data_reason``).
     """
     chips = chip_rows(snapshot)
+    with_workload = any(row.workload is not None for row in chips)  # once a feed has judged them
     rows = []
     for row in chips:
         cells = [
@@ -88,9 +95,14 @@ def snapshot_html(snapshot: Snapshot, problem: Optional[str] = None) -> str:
             escape(row.identity.bus_id or "n/a"),
             live_html.badge_html(row.health_class, row.badge),
         ]
+        if with_workload:
+            tag, shown = row.workload, row.explanation
+            hover = "" if shown is None else workload_hover(shown)
+            cells.append("" if tag is None else workload_tag_html(tag, hover))
         cells += [f"{value_html(cell)} <small>{escape(cell.label)}</small>" for cell in row.metrics]
         rows.append(_row(cells).replace("<tr>", f'<tr class="{chip_classes(row)}">'))
-    header = _row(["NPU", "Chip", "Name", "Bus-Id", "Health", *cell_columns()], "th")
+    workload = ["Workload"] if with_workload else []
+    header = _row(["NPU", "Chip", "Name", "Bus-Id", "Health", *workload, *cell_columns()], "th")
     table = (
         f'<table class="npuwatch-snapshot" style="border-collapse:collapse;font-size:12px">{header}'
         f"{''.join(rows)}</table>"

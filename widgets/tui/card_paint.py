@@ -87,8 +87,19 @@ class CardPainter:
         """``card_lines`` drawn ``columns`` wide over ``base`` (each style turned by ``finish``)."""
         key = chip.identity.key
         bar_w, spark_w = card_widths(width)
-        head_key = (row.identity, row.stale, chip.health, in_group, console, width, columns, base, finish)
-        if head_key != self._head[0]:  # a card's title changes only with its identity, health or staleness
+        head_key = (
+            row.identity,
+            row.stale,
+            chip.health,
+            row.workload,
+            in_group,
+            console,
+            width,
+            columns,
+            base,
+            finish,
+        )
+        if head_key != self._head[0]:  # a card's title changes with its identity, health, staleness or tag
             strip = text_strip(card_head(chip, row, in_group, width), console, columns, base, finish)
             self._head = (head_key, tuple(strip))
         lines = [self._head[1]]

@@ -33,14 +33,14 @@ def card_value(cell: MetricCell) -> str:
     return cell.text
 
 
-def _title(row: ChipRow, in_group: bool, bus_id: bool = True) -> Text:
+def _title(row: ChipRow, in_group: bool, bus_id: bool = True, ids: bool = True) -> Text:
     ident = row.identity
     text = Text()
     if in_group:  # the group's border names the NPU; each card names its chip
         text.append(f"chip {ident.chip_id} ", style="bold")
-    if ident.phy_id is not None:
+    if ids and ident.phy_id is not None:
         text.append(f"phy {ident.phy_id} ")
-    if ident.device_id is not None:
+    if ids and ident.device_id is not None:
         text.append(f"dev {ident.device_id} ")
     if bus_id:
         text.append(inert(ident.bus_id or "Bus-Id n/a"), style="dim")
@@ -57,15 +57,32 @@ def card_widths(width: int) -> Tuple[int, int]:
 
 
 def card_head(chip: ChipSample, row: ChipRow, in_group: bool, width: Optional[int] = None) -> Text:
-    """The card's title and health badge; a card narrower than both leaves out the Bus-Id, never
-    the health (a 37-column A3 card showed ``▲ Warnin``)."""
-    for bus_id in (True, False):
-        head = _title(row, in_group, bus_id)
+    """The card's title, health badge and workload tag (``compute``, ``input ▼ thermal``); a card
+    narrower than all of them leaves out the Bus-Id, then the throttling's words (keeping its
+    ``▼``), then the Phy-ID and Device, never the health or the tag (a 37-column A3 card showed
+    ``▲ Warnin``)."""
+    workload = row.workload
+    shown = workload if workload is not None and workload.tag != UNKNOWN_TAG else None
+    forms = _HEAD_FORMS if shown is not None else _HEAD_FORMS[:2]
+    for bus_id, ids, room in forms:
+        head = _title(row, in_group, bus_id, ids)
+        head.rstrip()  # a title without its Bus-Id ends in the space after its Phy-ID
         head.append("  ")
         head.append_text(render.badge(chip.health))
+        if shown is not None:
+            head.append(" ")
+            head.append_text(render.workload_tag(shown, room))
         if width is None or head.cell_len <= width:
             break
     return head
+
+
+#: A card title's forms, widest first: with or without the Bus-Id, with or without the Phy-ID and
+#: Device, and the room its throttling mark gets (``▼ throttled: thermal``, ``▼ thermal``, ``▼``).
+_HEAD_FORMS = ((True, True, 99), (False, True, 99), (False, True, 9), (False, True, 1), (False, False, 1))
+#: The unknown class's tag: no card or line shows it (a chip with no AI Core reading says so
+#: already: n/a, STALE, its health); the detail screen explains it.
+UNKNOWN_TAG = "?"
 
 
 def card_rows(row: ChipRow) -> List[Tuple[MetricCell, ...]]:
@@ -207,14 +224,24 @@ def compact_line(
     line = Text()
     who = f" └c{ident.chip_id}" if in_group and ident.chip_id else f"{ident.npu_id:>3}"
     line.append(f"{who:<5}", style="bold")
-    line.append(f"{inert(ident.name or '?')[:11]:<12}")  # "Ascend 910B", "Ascend950DT" whole
+    workload = shown.workload
+    tag_room = 0 if workload is None else COMPACT_TAG_ROOM  # every line of a sample alike: bars align
+    if workload is not None and width - COMPACT_FIXED - tag_room < 2 * COMPACT_MIN_BAR:
+        # Narrow: the model's column shares its room with the tag (``910B3 input``).
+        tag_room = 0
+        line.append(f"{_short_model(ident.name):<{COMPACT_SHORT_MODEL}}")
+        tag = render.workload_tag(workload, 1) if workload.tag != UNKNOWN_TAG else Text()
+        line.append_text(tag)
+        line.append(" " * (12 - COMPACT_SHORT_MODEL + 4 - tag.cell_len))
+    else:
+        line.append(f"{inert(ident.name or '?')[:11]:<12}")  # "Ascend 910B", "Ascend950DT" whole
     badge = render.badge(chip.health)
     line.append_text(badge)
     line.append(" " * max(0, 12 - len(badge.plain)))
     util, memory = shown.cell("util"), shown.cell("memory")
     power, temperature = shown.cell("power"), shown.cell("temperature")
-    rest = width - len(line.plain) - 40
-    bar_w = max(4, min(14, rest // 2))
+    rest = width - len(line.plain) - 40 - tag_room
+    bar_w = max(COMPACT_MIN_BAR, min(14, rest // 2))
     line.append(f"{util.tag} ")
     line.append_text(render.bar(util.fraction, bar_w, render.bar_style(util)))
     line.append(f" {util.text:>4} ")
@@ -226,12 +253,33 @@ def compact_line(
     line.append(temperature.text, style=render.text_style(temperature.level))
     if shown.stale:
         line.append(" STALE", style="bold dark_orange")
+    if tag_room and workload is not None and workload.tag != UNKNOWN_TAG:
+        line.append("  ")
+        room = width - line.cell_len - len(workload.tag) - 1  # for the throttling mark
+        line.append_text(render.workload_tag(workload, max(1, room)))
     if shown.extras:  # what only the DCMI backend reads, when the line has room for it
         for extras in (_compact_extras(shown, bars=True), _compact_extras(shown, bars=False)):
             if extras.cell_len and line.cell_len + extras.cell_len <= width:
                 line.append_text(extras)
                 break
     return line
+
+
+#: The one-line form's columns besides its two bars: NPU (5), model (12), badge (12), the labels
+#: and values around the bars (36: ``AIC `` … `` 52/64G ``, power, temperature).
+COMPACT_FIXED = 5 + 12 + 12 + 36
+#: Its bars never get shorter than this.
+COMPACT_MIN_BAR = 4
+#: The room kept for the workload tag at the end of the line (``  HBM held ▼``); a narrower line
+#: shows the model shortened (``910B3``, ``950DT`` for ``Ascend950DT``) and the tag after it,
+#: in 4 more columns than the model alone.
+COMPACT_TAG_ROOM = 2 + 8 + 2
+COMPACT_SHORT_MODEL = 6
+
+
+def _short_model(name: Optional[str]) -> str:
+    """The model without ``Ascend`` in at most 5 columns: ``910B3``, ``910B``, ``950DT``, ``910``."""
+    return inert((name or "?").replace("Ascend", "").strip() or "?")[:5]
 
 
 #: The one-line form's extra bars are this long.

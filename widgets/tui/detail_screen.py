@@ -20,11 +20,11 @@ from textual.widgets import Footer, Static
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
 from npuwatch.metrics_table import CELLS, METRICS, SHOWN_WHEN_REPORTED, cell_metrics, metric
-from npuwatch.model import ChipSample, MetricStatus, Snapshot
+from npuwatch.model import ChipSample, Level, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.view_model import chip_row, graph_top
+from npuwatch.widgets.view_model import WorkloadExplanation, chip_row, explain, graph_top
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -116,7 +116,41 @@ def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
         ),
         style="dim",
     )
-    return Group(title, ids, Text(""), metric_table(chip), Text(""), pcie_text(chip), versions, Text(""))
+    workload = (
+        () if chip.workload is None else (workload_text(explain(chip.workload, snapshot.taken_at)), Text(""))
+    )
+    return Group(
+        title, ids, Text(""), metric_table(chip), Text(""), *workload, pcie_text(chip), versions, Text("")
+    )
+
+
+def workload_text(shown: WorkloadExplanation) -> RenderableType:
+    """What the chip is limited by: the class (and throttling), over what window, the summary, the
+    numbers that decided it with their units, the next step, what only the DCMI backend could
+    tell, and who last held memory held with no process."""
+    head = Text("Limited by  ", style="bold")
+    head.append(shown.kind, style=render.LEVEL_TEXT_STYLES.get(shown.level, "bold"))
+    if shown.throttling:
+        head.append(f"  ▼ {shown.throttling}", style=render.LEVEL_TEXT_STYLES[Level.WARNING])
+    head.append(f"  {shown.window}", style="dim")
+    parts: List[RenderableType] = [head, Text(f"  {inert(shown.summary)}")]
+    if shown.evidence:
+        table = Table(box=None, show_header=False, padding=(0, 2), pad_edge=True)
+        table.add_column(style="dim")
+        table.add_column()
+        for row in shown.evidence:
+            table.add_row(row.label, Text(inert(row.value)))
+        parts.append(table)
+    step = Text("  Next step: ", style="bold")
+    step.append(inert(shown.next_step))
+    parts.append(step)
+    if shown.owner:
+        owner = Text("  Likely owner: ", style="bold")
+        owner.append(inert(shown.owner))
+        parts.append(owner)
+    if shown.needs_dcmi:
+        parts.append(Text(f"  {shown.needs_dcmi[:1].upper()}{shown.needs_dcmi[1:]}.", style="dim"))
+    return Group(*parts)
 
 
 @dataclass(frozen=True)

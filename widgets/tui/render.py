@@ -47,6 +47,22 @@ def text_style(level: Level) -> str:
     return LEVEL_TEXT_STYLES.get(level, "")
 
 
+def workload_tag(tag: view_model.WorkloadTag, room: int = 99) -> Text:
+    """A chip's workload tag: ``compute``, ``input`` in amber (a class that holds the job back),
+    ``idle`` dim, then the throttling mark in amber within ``room`` columns (``▼ thermal``)."""
+    style = LEVEL_TEXT_STYLES.get(tag.level) or _QUIET_TAGS.get(tag.kind, "bold")
+    text = Text(tag.tag, style=style)
+    mark = tag.mark(room)
+    if mark:
+        text.append(" ")
+        text.append(mark, style=LEVEL_TEXT_STYLES[Level.WARNING])
+    return text
+
+
+#: The tags that say nothing is happening: dim.
+_QUIET_TAGS = {"idle": "dim", "unknown": "dim"}
+
+
 def health_mark(health: Health) -> Tuple[str, str]:
     """The badge's glyph and a colour for text about a chip in this health (its error codes)."""
     return fmt.HEALTH_GLYPHS[health], _MARK_STYLES.get(health, "bold")
