@@ -121,7 +121,11 @@ CASES = commands()
     ("scenario", "exit_code", "line"),
     [
         ("910b-training", 0, r"healthy: 8/8 chips OK, max \d+ °C(, self-test passed( with warnings)?)?"),
-        ("chip-alarm", 1, r"unhealthy: NPU 3 chip 0 Alarm \(80E01801\) — 7/8 chips OK, max \d+ °C"),
+        (
+            "chip-alarm",
+            1,
+            r"unhealthy: NPU 3 chip 0 Alarm \(80E01801 → restart-business\) — 7/8 chips OK, max \d+ °C",
+        ),
         ("no-driver", 1, r"unhealthy: no /dev/davinciN node; .*DCMI error -8005 \(INNER_ERR\)"),
     ],
 )
