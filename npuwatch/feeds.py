@@ -400,25 +400,33 @@ def _replay_recording(options: FeedOptions) -> SnapshotFeed:
 def _sampler(
     options: FeedOptions, machine: MachineHandle, interval_s: float, timeout_s: float, backend: str
 ) -> SnapshotFeed:
-    from npuwatch.probes.npu_smi.source import CaptureSource
-    from npuwatch.sampler import Sampler
-
     if options.replay is not None:
+        from npuwatch.probes.npu_smi.source import CaptureSource
+        from npuwatch.sampler import Sampler
+
         try:
             capture = CaptureSource.open(Path(options.replay))
         except ValueError as exc:  # neither npu-smi text nor a recording
             raise UsageError(str(exc)) from None
         return Sampler(capture, machine.sysroot, None, interval_s=interval_s, devices=options.devices)
-    source = chip_source(machine, backend, timeout_s)
-    return Sampler(
-        source,
-        machine.sysroot,
-        _host_probe(machine) if options.host else None,
-        interval_s=interval_s,
-        devices=options.devices,
-        on_close=_closing(source, machine),
-        about=_about(machine, backend),
-    )
+    source = chip_source(machine, backend, timeout_s)  # first: DCMI's worker starts meanwhile
+    try:
+        from npuwatch.sampler import Sampler
+
+        return Sampler(
+            source,
+            machine.sysroot,
+            _host_probe(machine) if options.host else None,
+            interval_s=interval_s,
+            devices=options.devices,
+            on_close=_closing(source, machine),
+            about=_about(machine, backend),
+        )
+    except BaseException:
+        from npuwatch.chip_source import close_source
+
+        close_source(source)
+        raise
 
 
 def _about(machine: MachineHandle, backend: str) -> str:
@@ -437,26 +445,33 @@ def chip_source(
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
     ``timeout_s`` limits one npu-smi call and one DCMI read (DESIGN §2.1 ``--timeout``).  DCMI's
-    worker process starts now, so its first reading is ready by the first tick.  ``npu_smi``: the
-    npu-smi side to use (``npuwatch check`` reads it its own way); default, the sampler's.
+    worker process starts first, before anything else is imported, so it loads, initialises and
+    enumerates while the rest is wired and its first reading is ready by the first tick.
+    ``npu_smi``: the npu-smi side to use (``npuwatch check`` reads it its own way); default, the
+    sampler's.
     """
-    if npu_smi is None:
-        from npuwatch.probes.npu_smi.source import NpuSmiSource
+    worker = None
+    if backend != "npu-smi":
+        from npuwatch.probes.dcmi.worker import start_worker
 
-        npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
-    if backend == "npu-smi":
-        return npu_smi
-    from npuwatch.fallback_source import FallbackSource
-    from npuwatch.probes.dcmi.source import open_dcmi_source
+        root = str(machine.sysroot.root)
+        worker = start_worker(machine.dcmi_library, root, timeout_s, machine.environ)
+    try:
+        if npu_smi is None:
+            from npuwatch.probes.npu_smi.source import NpuSmiSource
 
-    dcmi = open_dcmi_source(
-        machine.dcmi_library,
-        root=str(machine.sysroot.root),
-        label="dcmi" if machine.scenario is None else machine.label,
-        timeout_s=timeout_s,
-        environ=machine.environ,
-    )
-    return FallbackSource(dcmi, npu_smi, switching=backend == "auto", details=npu_smi)
+            npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
+        if worker is None:
+            return npu_smi
+        from npuwatch.fallback_source import FallbackSource
+        from npuwatch.probes.dcmi.source import DcmiSource
+
+        dcmi = DcmiSource(worker, label="dcmi" if machine.scenario is None else machine.label)
+        return FallbackSource(dcmi, npu_smi, switching=backend == "auto", details=npu_smi)
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
 
 
 def _closing(source: ChipSource, machine: MachineHandle) -> Callable[[], None]:

@@ -16,7 +16,6 @@ Chip = device ID in the card, Bus-Id upper-case ``0000:C1:00.0``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import typing
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
@@ -34,17 +33,20 @@ from npuwatch.model import (
     Versions,
 )
 from npuwatch.probes.dcmi import records, status
-from npuwatch.probes.dcmi.worker import Worker, WorkerFailure, WorkerTick
+from npuwatch.probes.dcmi.worker import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported
+from npuwatch.probes.dcmi.worker import LIBRARY_VARIABLE as LIBRARY_VARIABLE  # re-exported
+from npuwatch.probes.dcmi.worker import (
+    Worker,
+    WorkerFailure,
+    WorkerTick,
+    start_worker,
+)
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
 
 #: The name of the DCMI source's ProbeReport in every Snapshot.
 PROBE_NAME = "dcmi"
-#: The limit of one DCMI read when none is given (a read takes milliseconds; npu-smi's is 5 s).
-DEFAULT_TIMEOUT_S = 2.0
-#: The environment variable naming the library (``--dcmi-lib`` wins).
-LIBRARY_VARIABLE = "NPUWATCH_DCMI_LIB"
 #: How often the chips are listed again when nothing asks sooner (a chip that appeared).
 REENUMERATE_S = 300.0
 #: How often, at most, a gone chip or an unlisted card makes the chips listed again.
@@ -174,16 +176,9 @@ def open_dcmi_source(
     """A ``DcmiSource`` whose worker starts now (it loads, initialises and enumerates while the
     caller does other things), so the first ``read()`` finds most of that done.
 
-    ``library``: the path (or ``python:<module>``) to load; ``None``: ``NPUWATCH_DCMI_LIB``, else
-    the search path under ``root``.  ``timeout_s``: one read's limit (``None``: 2 s).  ``environ``
-    is added to the worker's environment (a demo's fake library reads its variables there).
+    The arguments are ``worker.start_worker``'s.
     """
-    env = dict(environ or {})
-    if library is None:
-        library = env.get(LIBRARY_VARIABLE) or os.environ.get(LIBRARY_VARIABLE) or None
-    worker = Worker(library, root, DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env)
-    worker.start()
-    return DcmiSource(worker, label)
+    return DcmiSource(start_worker(library, root, timeout_s, environ), label)
 
 
 # --- records → model ---------------------------------------------------------------------------

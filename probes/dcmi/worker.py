@@ -49,6 +49,10 @@ MODULE = "npuwatch.probes.dcmi.worker"
 DEFAULT_OPENER = f"{MODULE}:open_reader"
 #: ``module:function`` the worker calls before each tick when set (the demo's fake writes its state).
 REFRESH_VARIABLE = "NPUWATCH_FAKE_DCMI_REFRESH"
+#: The environment variable naming the library (``--dcmi-lib`` wins).
+LIBRARY_VARIABLE = "NPUWATCH_DCMI_LIB"
+#: The limit of one DCMI read when none is given (a read takes milliseconds; npu-smi's is 5 s).
+DEFAULT_TIMEOUT_S = 2.0
 #: On top of ``timeout_s``, how long a new worker may take to start (a fresh interpreter, its imports).
 START_GRACE_S = 5.0
 #: How often the worker looks whether npuwatch is still there once its request pipe closed.
@@ -469,6 +473,28 @@ class Worker:
         self._dying = still
 
 
+def start_worker(
+    library: Optional[str],
+    root: str = "/",
+    timeout_s: Optional[float] = None,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Worker:
+    """A ``Worker`` started now: it loads the library, initialises and enumerates while the caller
+    does other things (this module imports little, so it can be the first thing a feed does).
+
+    ``library``: the path (or ``python:<module>``) to load; ``None``: ``NPUWATCH_DCMI_LIB`` (in
+    ``environ``, then the process's), else the search path under ``root``.  ``timeout_s``: one
+    read's limit (``None``: ``DEFAULT_TIMEOUT_S``).  ``environ`` is added to the worker's
+    environment (a demo's fake library reads its variables there).
+    """
+    env = dict(environ or {})
+    if library is None:
+        library = env.get(LIBRARY_VARIABLE) or os.environ.get(LIBRARY_VARIABLE) or None
+    worker = Worker(library, root, DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env)
+    worker.start()
+    return worker
+
+
 _CRASH_HINT = (
     "a fresh worker starts on the next read; if it keeps crashing use `--backend npu-smi` "
     "and report the driver version (`npuwatch doctor`)"
@@ -586,6 +612,7 @@ def _serve(channel: _Channel, reader: Reader) -> int:
                 inventory = reader.inventory()
                 chips = tuple(inventory.chips)
                 channel.send(("inventory", inventory))
+                refresh.prepare()  # its imports while npuwatch has not asked for a tick yet
             elif request == ("tick",):
                 warnings = refresh()
                 ticks = tuple(reader.tick(chips))
@@ -642,6 +669,12 @@ class _Refresh:
     def __init__(self, name: str) -> None:
         self.name = name.strip()
         self.function: Optional[Callable[[], object]] = None
+
+    def prepare(self) -> None:
+        """Import the function now, without calling it (a failure is reported by the next call)."""
+        if self.name and self.function is None:
+            with contextlib.suppress(Exception):
+                self.function = _resolve(self.name)
 
     def __call__(self) -> Tuple[str, ...]:
         if not self.name:
