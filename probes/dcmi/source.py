@@ -238,15 +238,22 @@ def chip_sample(
     values.update(tick.values)
     fields: Dict[str, object] = {}
     for name, value in values.items():
-        converted = _converted(name, value)
-        if converted is not None:
-            fields[name] = converted
+        convert = _CONVERTERS.get(name)
+        if convert is None:
+            continue
+        kind = type(value)
+        if (kind is int or kind is float) and value == value:  # the worker's plain numbers, not NaN
+            fields[name] = convert(value)  # type: ignore[arg-type]
+        else:
+            converted = _converted(name, value)
+            if converted is not None:
+                fields[name] = converted
+    note_of = status.note
     notes: Dict[str, MetricNote] = {}
     for metric in CHIP_METRICS:
-        if metric in fields:
-            continue
-        code = codes.get(metric)
-        notes[metric] = NOT_READ if code is None else status.note(code)
+        if metric not in fields:
+            code = codes.get(metric)
+            notes[metric] = NOT_READ if code is None else note_of(code)
     health = Health.UNKNOWN if tick.health is None else _HEALTH.get(tick.health, Health.UNKNOWN)
     return ChipSample(
         identity=chip_identity,
@@ -296,6 +303,11 @@ def _field_kinds() -> Tuple[FrozenSet[str], FrozenSet[str]]:
 
 
 _INT_FIELDS, _FLOAT_FIELDS = _field_kinds()
+#: Each number field's conversion to its own type (``_converted``'s, for plain ints and floats).
+_CONVERTERS: Mapping[str, Callable[[float], object]] = {
+    **{name: round for name in _INT_FIELDS},
+    **{name: float for name in _FLOAT_FIELDS},
+}
 _VERSION_FIELDS = frozenset(item.name for item in dataclasses.fields(Versions))
 
 

@@ -29,7 +29,6 @@ import json
 import os
 import pickle
 import select
-import selectors
 import signal
 import struct
 import subprocess
@@ -551,9 +550,10 @@ def _init_failure(init: InitOutcome) -> WorkerFailure:
 
 
 def _readable(fd: int, timeout_s: float) -> bool:
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        return bool(selector.select(timeout_s))
+    """Whether ``fd`` has data (or hung up) within ``timeout_s`` (poll: one system call, any fd number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0.0, timeout_s) * 1000))
 
 
 def _frame(message: object) -> bytes:
