@@ -1,0 +1,402 @@
+"""Provides FleetApp and ``run_fleet_app``: ``npuwatch fleet``'s live terminal view.
+
+A table with a row per node, worst first; ``s`` changes the order, ``/`` filters by node name,
+Enter opens a node with the single-node dashboard's cards (``node_screen``), Esc comes back, ``q``
+quits.  The fleet feed is refreshed on a daemon thread, as the dashboard samples, so a slow
+Prometheus or a dead node never freezes the view; when the source fails, the header says why and
+the table keeps the last nodes, marked stale (the feed marks them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Protocol, Tuple
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, CSSPathType
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Input
+
+from npuwatch.crash import EXIT_INTERNAL, crash_line
+from npuwatch.fleet.model import FleetSnapshot
+from npuwatch.history import History
+from npuwatch.termination import call_on_termination
+from npuwatch.text_safety import inert
+from npuwatch.widgets.fleet.histories import NodeHistories
+from npuwatch.widgets.fleet.node_screen import LEVEL_STYLES, NodeScreen
+from npuwatch.widgets.fleet.rows import (
+    COLUMNS,
+    FleetRow,
+    fleet_header,
+    fleet_rows,
+    next_sort,
+    sort_label,
+)
+from npuwatch.widgets.tui.app import fewer_collections
+from npuwatch.widgets.tui.line import Line
+
+if TYPE_CHECKING:
+    from textual.events import Resize
+
+#: The dashboard's stylesheet (header, alerts line, chip grid, processes) and the fleet's own.
+CSS_FILES = ("../tui/npuwatch.tcss", "fleet.tcss")
+
+
+class FleetFeed(Protocol):
+    """What the fleet view reads of a fleet feed (``npuwatch.fleet.feed``): a refresh at a time.
+
+    A feed may also offer ``node_history(node) -> Optional[History]`` (a node's chips over time,
+    from Prometheus range queries) and ``label`` (its source, before the first refresh).
+    """
+
+    interval_s: float
+
+    def sample(self) -> FleetSnapshot:
+        """The fleet now; a failed source comes back as ``FleetSnapshot.error`` with the last nodes
+        marked stale, never as an exception."""
+        ...
+
+    def close(self) -> None:
+        """Release what the feed holds."""
+        ...
+
+
+class FleetReady(Message):
+    """A refresh finished."""
+
+    def __init__(self, fleet: FleetSnapshot, took_s: float) -> None:
+        super().__init__()
+        self.fleet = fleet
+        self.took_s = took_s
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, FleetReady)  # a UI that falls behind shows only the newest
+
+
+class FleetFailed(Message):
+    """The feed itself raised: a bug (source failures come as ``FleetSnapshot.error``)."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class FleetApp(App[None]):
+    """``npuwatch fleet``: header, status line, the node table; Enter opens a node."""
+
+    CSS_PATH: ClassVar[Optional[CSSPathType]] = list(CSS_FILES)
+    TITLE = "npuwatch fleet"
+    AUTO_FOCUS = "#nodes"
+    BINDINGS: ClassVar[List[BindingType]] = [
+        Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("s", "sort", "Sort", tooltip="next order: worst first, node, AI Core, power, hottest, age"),
+        Binding("slash", "filter", "Filter", tooltip="filter nodes by name (Enter keeps it, Esc clears it)"),
+        Binding("r", "refresh", "Refresh", tooltip="refresh now"),
+        Binding("t", "theme", "Theme", tooltip="dark / light theme"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, feed: FleetFeed, banner: str = "") -> None:
+        super().__init__()
+        self.feed = feed
+        self.banner = banner
+        self.fleet: Optional[FleetSnapshot] = None
+        self.rows: Tuple[FleetRow, ...] = ()
+        self.sort = "worst"
+        self.filter_text = ""
+        self.histories = NodeHistories()
+        self.crash: Optional[Exception] = None
+        self._failure: Optional[str] = None
+        self._sampling_since: Optional[float] = None
+        self._last_took_s = 0.0
+        self._timer: Any = None
+
+    def run(self, **kwargs: Any) -> Any:
+        """Run in the terminal with fewer cycle collections, as the dashboard does."""
+        with fewer_collections():
+            return super().run(**kwargs)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """An internal error ends the app; ``run_fleet_app`` prints one line naming the traceback file."""
+        self.crash = error
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
+
+    # --- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Line(id="header")
+        yield Line(id="alerts")
+        table: DataTable[Text] = DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        yield table
+        yield Input(placeholder="filter nodes by name or instance", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter").display = False
+        if self.banner:
+            self.query_one("#header").styles.height = 2
+        self._render_header()
+        self._render_status()
+        self.set_interval(1.0, self._tick_clock)
+        self._start_sample()
+
+    def on_resize(self, event: Resize) -> None:
+        if self.fleet is not None:
+            self._render_header()
+
+    # --- refreshing (never on the UI thread) -----------------------------------------------------
+
+    def _start_sample(self) -> None:
+        if self._sampling_since is not None:
+            return
+        self._sampling_since = time.monotonic()
+        # A daemon thread, as the dashboard's: quitting never waits for a slow Prometheus.
+        threading.Thread(target=self._sample, name="npuwatch-fleet-refresh", daemon=True).start()
+
+    def _sample(self) -> None:
+        started = time.monotonic()
+        try:
+            fleet = self.feed.sample()
+            self.histories.add(fleet, self._opened())
+        except Exception as exc:  # the feed turns source failures into FleetSnapshot.error: a bug
+            self._post(FleetFailed(crash_line(exc, "the fleet refresh")))
+            return
+        self._post(FleetReady(fleet, time.monotonic() - started))
+
+    def _post(self, message: Message) -> None:
+        with contextlib.suppress(RuntimeError):  # the app quit while this refresh ran
+            self.post_message(message)
+
+    def on_fleet_ready(self, message: FleetReady) -> None:
+        self._sampling_since = None
+        self._last_took_s = message.took_s
+        self._failure = None
+        try:
+            self.show(message.fleet)
+        except NoMatches:  # the app is shutting down
+            return
+        self._schedule_next(message.took_s)
+
+    def on_fleet_failed(self, message: FleetFailed) -> None:
+        self._sampling_since = None
+        self._failure = message.error
+        with contextlib.suppress(NoMatches):
+            self._render_status()
+        self._schedule_next(0.0)
+
+    def _schedule_next(self, took_s: float) -> None:
+        # Re-armed after each refresh, so refreshes never overlap however slow the source is.
+        self._timer = self.set_timer(max(0.05, self.feed.interval_s - took_s), self._start_sample)
+
+    def _opened(self) -> Optional[str]:
+        """The node whose screen is open, if any (its history is kept however large the fleet)."""
+        return next((s.node_name for s in self.screen_stack if isinstance(s, NodeScreen)), None)
+
+    # --- rendering -------------------------------------------------------------------------------
+
+    def show(self, fleet: FleetSnapshot) -> None:
+        """Render one fleet snapshot (also used by tests, without the thread)."""
+        self.fleet = fleet
+        self._render_table()
+        self._render_header()
+        self._render_status()
+        for screen in self.screen_stack:
+            if isinstance(screen, NodeScreen):
+                screen.show(fleet.node(screen.node_name), fleet.error)
+
+    def _render_table(self) -> None:
+        if self.fleet is None:
+            return
+        table: DataTable[Text] = self.query_one("#nodes", DataTable)
+        chosen = self._cursor_node(table)
+        self.rows = fleet_rows(self.fleet, self.sort, self.filter_text)
+        table.clear()
+        for row in self.rows:
+            table.add_row(*row_cells(row), key=row.node)
+        names = [row.node for row in self.rows]
+        if chosen in names:
+            table.move_cursor(row=names.index(chosen), animate=False)
+
+    def _cursor_node(self, table: DataTable[Text]) -> Optional[str]:
+        if not self.rows or table.row_count == 0:
+            return None
+        index = min(table.cursor_row, len(self.rows) - 1)
+        return self.rows[index].node if index >= 0 else None
+
+    def _render_header(self) -> None:
+        text = Text()
+        text.append(" npuwatch fleet ", style="bold reverse")
+        busy = self._busy_s()
+        if busy is not None and busy > self.feed.interval_s + 1:
+            text.append(f" ⏳ refreshing for {busy:.0f} s (stale)", style="bold dark_orange")
+        fleet = self.fleet
+        if fleet is None:
+            label = getattr(self.feed, "label", "")
+            if label:
+                text.append(f" {inert(str(label))}")
+            text.append("  waiting for the first refresh…", style="dim")
+        else:
+            head = fleet_header(fleet)
+            text.append(f" {inert(head.source)} · {head.updated} · every {self.feed.interval_s:g} s")
+            if self._last_took_s > self.feed.interval_s * 1.2:
+                text.append(f" (refresh takes {self._last_took_s:.1f} s)", style="bold dark_orange")
+            text.append(f" · {sort_label(self.sort)}", style="dim")
+            if self.filter_text:
+                text.append(f" · filter “{inert(self.filter_text)}”", style="bold")
+        if self.banner:
+            text.append(f"\n {self.banner}", style="italic")
+        self.query_one("#header", Line).set(text)
+
+    def _render_status(self) -> None:
+        line = self.query_one("#alerts", Line)
+        if self._failure:
+            line.set(Text(f"✖ internal error: {inert(self._failure)}", style="bold red"))
+            return
+        fleet = self.fleet
+        if fleet is None:
+            line.set(Text(""))
+            return
+        head = fleet_header(fleet)
+        if head.error:
+            text = Text(f"✖ {inert(head.error)}", style="bold red")
+            text.append(" — showing the last data, marked stale", style="red")
+            line.set(text)
+            return
+        text = Text(head.summary, style=LEVEL_STYLES[head.level.value])
+        shown = len(self.rows)
+        if self.filter_text:
+            text.append(f" · {shown} shown", style="bold")
+        if head.warnings:
+            text.append(f" · ⚠ {inert(head.warnings[0])}", style="dark_orange")
+            if len(head.warnings) > 1:
+                text.append(f" (+{len(head.warnings) - 1} more)", style="dark_orange")
+        line.set(text)
+
+    def _busy_s(self) -> Optional[float]:
+        return None if self._sampling_since is None else time.monotonic() - self._sampling_since
+
+    def _tick_clock(self) -> None:
+        busy = self._busy_s()
+        if busy is not None and busy > self.feed.interval_s + 1:
+            self._render_header()
+
+    # --- actions ---------------------------------------------------------------------------------
+
+    def action_sort(self) -> None:
+        self.sort = next_sort(self.sort)
+        self._render_table()
+        self._render_header()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self._set_filter("")
+        self.query_one("#nodes").focus()
+
+    def action_refresh(self) -> None:
+        if self._sampling_since is None:
+            if self._timer is not None:
+                self._timer.stop()
+            self._start_sample()
+
+    def action_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    def _set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._render_table()
+        self._render_header()
+        self._render_status()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._set_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self, event: Input.Submitted) -> None:
+        event.input.display = False
+        self.query_one("#nodes").focus()
+
+    @on(DataTable.RowSelected, "#nodes")
+    def _node_chosen(self, event: DataTable.RowSelected) -> None:
+        name = event.row_key.value
+        if name is not None:
+            self.open_node(str(name))
+
+    def open_node(self, name: str) -> None:
+        """Show node ``name``'s chips (Enter on its row).
+
+        The screen opens at once with the history accumulated from the refreshes; when the feed
+        keeps a node's history itself (Prometheus range queries), it is fetched on a daemon thread
+        and replaces it when it arrives, so a slow Prometheus never holds the keyboard.
+        """
+        fleet = self.fleet
+        node = fleet.node(name) if fleet is not None else None
+        error = fleet.error if fleet is not None else None
+        self.push_screen(NodeScreen(name, node, self.histories.of(name), error))
+        if callable(getattr(self.feed, "node_history", None)):
+            threading.Thread(
+                target=self._fetch_history, args=(name,), name="npuwatch-fleet-history", daemon=True
+            ).start()
+
+    def _fetch_history(self, name: str) -> None:
+        try:
+            found = self.feed.node_history(name)  # type: ignore[attr-defined]
+        except Exception:  # a feed's history is a bonus: the accumulated one stays
+            return
+        if isinstance(found, History):
+            with contextlib.suppress(RuntimeError):  # the app quit meanwhile
+                self.call_from_thread(self._history_arrived, name, found)
+
+    def _history_arrived(self, name: str, history: History) -> None:
+        """The feed's history of ``name``: later refreshes add to it, the open screen draws it."""
+        self.histories.adopt(name, history)
+        for screen in self.screen_stack:
+            if isinstance(screen, NodeScreen) and screen.node_name == name:
+                screen.use_history(history)
+
+
+def row_cells(row: FleetRow) -> Tuple[Text, ...]:
+    """The table cells of a row: the level in its colour, a stale node dim (its reason first)."""
+    cells = [Text(inert(value)) for value in row.cells()]
+    if row.stale:
+        for cell in cells:
+            cell.stylize("dim")
+        cells[1].stylize("italic")
+        return tuple(cells)
+    style = LEVEL_STYLES[row.level.value]
+    cells[1].stylize(style)
+    if row.reason:
+        cells[3].stylize(style if row.level.value != "ok" else "")
+    return tuple(cells)
+
+
+def run_fleet_app(feed: FleetFeed, options: object = None) -> int:
+    """Run the live fleet view on ``feed`` until ``q``; the exit status (70 after an internal
+    error, whose traceback went to a file).  The caller opened ``feed`` and closes it.
+
+    ``options``: the command's options; a ``banner`` attribute, when present, is shown under the
+    header.
+    """
+    app = FleetApp(feed, banner=str(getattr(options, "banner", "") or "").strip())
+    with call_on_termination(lambda code: app.exit(return_code=code)):
+        app.run()
+    if app.crash is not None:
+        print(crash_line(app.crash, "the fleet view"), file=sys.stderr)
+        return EXIT_INTERNAL
+    return app.return_code or 0
