@@ -60,11 +60,10 @@ class SimulatedProcessLookup:
         self.seed = seed
         self._by_pid: Dict[int, ProcessSpec] = {p.pid: p for p in scenario.processes}
 
-    def _running(self, pid: int) -> Optional[Tuple[ProcessSpec, float]]:
+    def _running(self, pid: int, now_s: float) -> Optional[Tuple[ProcessSpec, float]]:
         spec = self._by_pid.get(pid)
         if spec is None:
             return None
-        now_s = elapsed_s(self.started_at)
         since = now_s - spec.start_s
         if since < 0:
             return None
@@ -76,14 +75,15 @@ class SimulatedProcessLookup:
 
     def lookup(self, pid: int) -> Union[FoundProcess, str]:
         """The simulated task name, user, command, CPU %, RSS and start time of ``pid``."""
-        found = self._running(pid)
+        now_s = elapsed_s(self.started_at)  # one instant for the whole answer
+        found = self._running(pid, now_s)
         if found is None:
             return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
         spec, started_s = found
         info = ProcessHostInfo(
             user=spec.user,
             command=spec.command,
-            cpu_percent=process_cpu_percent(spec, elapsed_s(self.started_at), self.seed),
+            cpu_percent=process_cpu_percent(spec, now_s, self.seed),
             rss_bytes=spec.rss_mib * 1024 * 1024,
             start_time_s=self.started_at + started_s,
         )
