@@ -52,6 +52,13 @@ _LAZY_COMMANDS: Dict[str, Tuple[str, str, str]] = {
         "Sample in the background and answer scrapes from the latest snapshot: a scrape never "
         "runs npu-smi. Listens on 127.0.0.1:9492 unless --listen says otherwise. Read-only.",
     ),
+    "fleet": (
+        "npuwatch.fleet.command",
+        "many nodes' NPUs at once: through Prometheus, each node's npuwatch serve, or a recording",
+        "One row per node (worst first): chips OK, level and reason, AI Core, HBM, power, the hottest "
+        "chip, workload classes, data age; nodes that stopped reporting are shown stale. --json prints "
+        "one npuwatch/fleet/v1 snapshot (exit 1 when a node is stale or the source fails). Read-only.",
+    ),
     "record": (
         "npuwatch.record_command",
         "record snapshots to an NDJSON file (gzip when it ends in .gz) for --replay",
@@ -87,7 +94,8 @@ def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
     chosen = next((word for word in words if word in _LAZY_COMMANDS), None)
     for name, (module, help_text, description) in _LAZY_COMMANDS.items():
-        parents = [runtime_shared if name == "selftest" else shared]
+        # fleet reads other machines: none of the local machine's options apply to it.
+        parents = [] if name == "fleet" else [runtime_shared if name == "selftest" else shared]
         sub = commands.add_parser(name, parents=parents, help=help_text, description=description)
         if name == chosen:
             importlib.import_module(module).add_arguments(sub)

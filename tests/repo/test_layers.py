@@ -114,6 +114,7 @@ CORE_ENTRY_MODULES = frozenset(
         "npuwatch.notebook",  # the notebook API: returns notebook views
         "npuwatch.live_text",  # `npuwatch --plain`: the text view's refresh loop
         "npuwatch.doctor.command",  # `npuwatch doctor`: prints the doctor's text report
+        "npuwatch.fleet.command",  # `npuwatch fleet`: opens the live view
     }
 )
 

@@ -1,0 +1,355 @@
+"""Provides FleetFeed: a fleet source polled like a node's feed, with history, record and replay.
+
+``FleetFeed.sample()`` reads the source (Prometheus, ``--hosts`` or a fleet recording) and returns a
+``FleetSnapshot``; when the source fails (Prometheus unreachable, 401, a timeout) it returns the last
+nodes marked stale, with the failure as the snapshot's ``error``, so a live view keeps its data.
+``node_history(name)`` gives a node's chip history (a ``npuwatch.history.History``) from Prometheus
+range queries (the last 15 minutes), or from what was recorded up to the replay's position.
+
+A fleet recording is NDJSON like a node recording (``npuwatch/recording.py``: every line handed to the
+OS as written, gzip flushed line by line), one ``npuwatch/fleet/v1`` document per line, so a node
+replay refuses it by its schema and ``npuwatch fleet --replay`` refuses a node recording.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import zlib
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+
+from npuwatch.fleet import fleet_json
+from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
+from npuwatch.fleet.prometheus import Prometheus, PrometheusError
+from npuwatch.fleet.series import (
+    DEFAULT_LOOKBACK_S,
+    DEFAULT_STALE_AFTER_S,
+    EXPORTED_CHIP_METRICS,
+    HEALTH,
+    fleet_query,
+    last_seen_query,
+    read_nodes,
+)
+from npuwatch.history import HISTORY_METRICS, History
+from npuwatch.model import ChipIdentity, ChipSample, Level, Snapshot, worst
+from npuwatch.recording import MAX_SNAPSHOTS, RecordingError, RecordingWriter, _StreamReader
+
+#: How far back a node's history reaches when a view opens it.
+HISTORY_SPAN_S = 900.0
+
+
+class EmptyFleetError(PrometheusError):
+    """Prometheus answers, but holds no NPU series for the selector."""
+
+
+class FleetSource(Protocol):
+    """What a FleetFeed reads: ``read()`` the fleet now (raising ``PrometheusError`` when it cannot)."""
+
+    @property
+    def label(self) -> str: ...
+
+    def read(self) -> FleetSnapshot: ...
+
+    def close(self) -> None: ...
+
+
+class PrometheusSource:
+    """The fleet in a Prometheus: one instant query a refresh (``npuwatch.fleet.series``)."""
+
+    def __init__(
+        self,
+        client: Prometheus,
+        *,
+        matchers: str = "",
+        lookback_s: float = DEFAULT_LOOKBACK_S,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        node_label: Optional[str] = None,
+    ) -> None:
+        self.client = client
+        self.matchers = matchers
+        self.lookback_s = lookback_s
+        self.stale_after_s = stale_after_s
+        self.node_label = node_label
+        self._query = fleet_query(matchers, lookback_s)
+
+    @property
+    def label(self) -> str:
+        """``prometheus:<url>``."""
+        return f"prometheus:{self.client.url}"
+
+    def read(self) -> FleetSnapshot:
+        """The fleet now; ``PrometheusError`` when Prometheus cannot say, ``EmptyFleetError`` when it
+        holds no NPU series."""
+        samples, evaluated = self.client.query(self._query)
+        if math.isnan(evaluated):
+            evaluated = time.time()
+        reading = self._read(samples, evaluated, None)
+        if reading.unseen:
+            step = max(1.0, self.lookback_s / 60.0)
+            seen, _ = self.client.query(last_seen_query(self.matchers, reading.unseen, self.lookback_s, step))
+            last = {s.labels.get("instance", ""): s.value for s in seen if math.isfinite(s.value)}
+            reading = self._read(samples, evaluated, last)
+        if not reading.nodes:
+            raise EmptyFleetError(self._empty_line(reading.warnings))
+        return FleetSnapshot(
+            taken_at=datetime.fromtimestamp(evaluated, timezone.utc),
+            source=self.label,
+            nodes=reading.nodes,
+            warnings=reading.warnings,
+        )
+
+    def _read(self, samples: Sequence[Any], evaluated: float, last: Optional[Dict[str, float]]) -> Any:
+        return read_nodes(
+            samples,
+            evaluated,
+            with_up_only=bool(self.matchers),
+            stale_after_s=self.stale_after_s,
+            last_seen=last,
+            node_label=self.node_label,
+        )
+
+    def _empty_line(self, warnings: Sequence[str]) -> str:
+        where = f" matching {{{self.matchers}}}" if self.matchers else ""
+        if warnings:
+            return f"Prometheus at {self.client.url} has NPU series{where}, but none usable: {warnings[0]}"
+        return (
+            f"Prometheus at {self.client.url} has no NPU series{where} in the last {self.lookback_s:g} s "
+            f"({HEALTH} and the other npu-exporter names): check that it scrapes `npuwatch serve` or "
+            "npu-exporter on the nodes (its Targets page), and the --selector"
+        )
+
+    def node_history(
+        self, instance: str, span_s: float = HISTORY_SPAN_S, step_s: float = 5.0
+    ) -> List[Snapshot]:
+        """A node's chips over the last ``span_s`` seconds, one Snapshot per ``step_s`` (range queries)."""
+        names = [name for name, field in EXPORTED_CHIP_METRICS.items() if field in HISTORY_METRICS]
+        inner = ", ".join(m for m in (self.matchers, f'instance="{_quoted(instance)}"') if m)
+        expr = " or ".join(f'label_replace({n}{{{inner}}}, "npuwatch_metric", "{n}", "", "")' for n in names)
+        end = time.time()
+        series = self.client.query_range(expr, end - span_s, end, step_s)
+        by_time: Dict[float, Dict[Tuple[int, int], Dict[str, float]]] = {}
+        names_of: Dict[Tuple[int, int], Optional[str]] = {}
+        for each in series:
+            key = _chip_key(each.labels)
+            field = EXPORTED_CHIP_METRICS.get(each.labels.get("npuwatch_metric", ""))
+            if key is None or field is None:
+                continue
+            names_of.setdefault(key, each.labels.get("model_name") or None)
+            for t, value in each.points:
+                if math.isfinite(value):
+                    by_time.setdefault(t, {}).setdefault(key, {})[field] = value
+        return [_history_snapshot(t, chips, names_of, instance) for t, chips in sorted(by_time.items())]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _chip_key(labels: Any) -> Optional[Tuple[int, int]]:
+    npu_id = labels.get("npu_id", "")
+    if npu_id.isdigit():
+        chip_id = labels.get("chip_id", "0")
+        return int(npu_id), int(chip_id) if chip_id.isdigit() else 0
+    phy = labels.get("id", "")
+    return (int(phy), 0) if phy.isdigit() else None
+
+
+def _history_snapshot(
+    t: float,
+    chips: Dict[Tuple[int, int], Dict[str, float]],
+    names: Dict[Tuple[int, int], Optional[str]],
+    node: str,
+) -> Snapshot:
+    samples = []
+    for key, values in sorted(chips.items()):
+        fields = {k: (v if k in ("power_w", "voltage_v") else round(v)) for k, v in values.items()}
+        samples.append(ChipSample(ChipIdentity(key[0], key[1], name=names.get(key)), **fields))  # type: ignore[arg-type]
+    return Snapshot(
+        taken_at=datetime.fromtimestamp(t, timezone.utc), source=f"prometheus:{node}", chips=tuple(samples)
+    )
+
+
+class FleetFeed:
+    """A fleet source polled every ``interval_s``: ``sample()`` never raises for the source's failures."""
+
+    def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        self._last: Optional[FleetSnapshot] = None
+
+    @property
+    def label(self) -> str:
+        """Where the fleet comes from."""
+        return self.source.label
+
+    @property
+    def last(self) -> Optional[FleetSnapshot]:
+        """The latest sample, if any."""
+        return self._last
+
+    def sample(self) -> FleetSnapshot:
+        """The fleet now; when the source fails, the last nodes marked stale with the failure as ``error``."""
+        with self._lock:
+            try:
+                fleet = self.source.read()
+            except PrometheusError as exc:
+                fleet = self._failed(str(exc))
+            self._last = fleet
+            return fleet
+
+    def _failed(self, error: str) -> FleetSnapshot:
+        now = datetime.now(timezone.utc)
+        last = self._last
+        if last is None:
+            return FleetSnapshot(taken_at=now, source=self.label, error=error)
+        nodes = tuple(_marked_stale(node, error, now) for node in last.nodes)
+        return FleetSnapshot(now, self.label, worst_first(nodes), last.warnings, error)
+
+    def node_history(self, name: str) -> Optional[History]:
+        """The node's chip history from the source (range queries, or a recording up to now);
+        ``None`` when the source keeps none (``--hosts``: the view accumulates it)."""
+        node = self._last.node(name) if self._last is not None else None
+        reader = getattr(self.source, "node_history", None)
+        if node is None or reader is None:
+            return None
+        try:
+            snapshots: List[Snapshot] = reader(node.instance)
+        except PrometheusError:
+            return None
+        history = History.for_span(self.interval_s)
+        for snapshot in snapshots:
+            history.add(snapshot)
+        return history
+
+    def close(self) -> None:
+        """Release the source."""
+        self.source.close()
+
+    def __enter__(self) -> FleetFeed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _marked_stale(node: FleetNode, error: str, now: datetime) -> FleetNode:
+    if node.stale:
+        return node
+    age = None if node.taken_at is None else max(0.0, (now - node.taken_at).total_seconds())
+    reasons = (f"stale: {error}", *node.reasons)
+    level = worst((node.level, Level.UNKNOWN))
+    return replace(node, stale=True, stale_reason=error, reasons=reasons, level=level, age_s=age)
+
+
+# --- record and replay -------------------------------------------------------------------------
+
+
+class FleetRecordingWriter(RecordingWriter):
+    """Appends fleet snapshots to a new NDJSON file (gzip when ``.gz``), as ``RecordingWriter`` does."""
+
+    def encode_fleet(self, fleet: FleetSnapshot) -> bytes:
+        """The bytes one fleet snapshot adds (see ``RecordingWriter.encode``)."""
+        line = (fleet_json.dumps(fleet, indent=None) + "\n").encode("utf-8")
+        if self._deflate is None:
+            return line
+        trial = self._deflate.copy()
+        data = trial.compress(line) + trial.flush(zlib.Z_SYNC_FLUSH)
+        self._pending = (data, trial)
+        return data
+
+    def write_fleet(self, fleet: FleetSnapshot) -> None:
+        """Append one fleet snapshot as one line."""
+        self.write_encoded(self.encode_fleet(fleet))
+
+
+class _FleetReader(_StreamReader):
+    def fleets(self, handle: IO[bytes]) -> List[FleetSnapshot]:
+        out: List[FleetSnapshot] = []
+        for number, line in self._lines(self._decoded(handle)):
+            if len(out) >= MAX_SNAPSHOTS:
+                self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
+                break
+            try:
+                out.append(fleet_json.from_dict(json.loads(line.decode("utf-8", errors="replace"))))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+                text = str(exc)[:80]
+                self.warnings.append(f"{self.name}: line {number} is not a fleet snapshot ({text}); skipped")
+        return out
+
+
+def read_fleet_recording(path: Union[str, Path]) -> Tuple[Tuple[FleetSnapshot, ...], Tuple[str, ...]]:
+    """Every valid fleet snapshot of a fleet recording, in time order, and what was skipped;
+    ``RecordingError`` when none is valid (a node recording says so)."""
+    path = Path(path)
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
+    reader = _FleetReader(path.name)
+    with handle:
+        fleets = reader.fleets(handle)
+    if not fleets:
+        node = any("npuwatch/snapshot/v1" in w for w in reader.warnings)
+        hint = ": it is a node recording (replay it with `npuwatch --replay`)" if node else ""
+        first = f": {reader.warnings[0]}" if reader.warnings and not hint else ""
+        raise RecordingError(f"{path} holds no fleet snapshot{hint}{first}")
+    return tuple(sorted(fleets, key=lambda f: f.taken_at)), tuple(reader.warnings)
+
+
+class ReplaySource:
+    """A fleet recording played back with its original timing times ``speed``; the last snapshot
+    stays at the end."""
+
+    def __init__(self, path: Union[str, Path], speed: float = 1.0) -> None:
+        self.path = Path(path)
+        self.fleets, self.warnings = read_fleet_recording(self.path)
+        self.speed = speed
+        self._started = time.monotonic()
+        self._position = 0
+
+    @property
+    def label(self) -> str:
+        """``replay:<file>``."""
+        return f"replay:{self.path.name}"
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first fleet snapshot to the last."""
+        return (self.fleets[-1].taken_at - self.fleets[0].taken_at).total_seconds()
+
+    @property
+    def ended(self) -> bool:
+        """True once the last snapshot was played."""
+        return self._position >= len(self.fleets) - 1
+
+    def read(self) -> FleetSnapshot:
+        """The snapshot recorded at the replay's position now."""
+        played = (time.monotonic() - self._started) * self.speed
+        start = self.fleets[0].taken_at
+        while (
+            self._position + 1 < len(self.fleets)
+            and (self.fleets[self._position + 1].taken_at - start).total_seconds() <= played
+        ):
+            self._position += 1
+        return self.fleets[self._position]
+
+    def node_history(self, instance: str) -> List[Snapshot]:
+        """The node's recorded snapshots up to the position."""
+        out: List[Snapshot] = []
+        for fleet in self.fleets[: self._position + 1]:
+            node = next((n for n in fleet.nodes if n.instance == instance), None)
+            if node is not None and node.snapshot is not None and not node.stale:
+                out.append(node.snapshot)
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""

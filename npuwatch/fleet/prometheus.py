@@ -1,0 +1,266 @@
+"""Provides Prometheus: a read-only client of the Prometheus HTTP API (instant and range queries).
+
+Standard library only (``urllib``): POST ``/api/v1/query`` and ``/api/v1/query_range`` with form
+data, as the API allows, so a query of any length fits; nothing else is ever sent, so nothing is
+written.  TLS certificates are verified unless ``insecure``; ``ca_file`` adds a CA bundle.  Every
+failure is a ``PrometheusError`` whose message is one line saying what happened and what to try.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import socket
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+#: How much of an answer is read at most (a 500-node × 16-chip fleet's query answers ~10 MB).
+MAX_ANSWER_BYTES = 256 << 20
+
+
+class PrometheusError(Exception):
+    """A query that could not be answered; the message is one line for the user."""
+
+
+class AccessDeniedError(PrometheusError):
+    """HTTP 401 or 403: credentials missing or refused."""
+
+
+class NotPrometheusError(PrometheusError):
+    """The URL answers, but not as a Prometheus query API."""
+
+
+class QueryTimeoutError(PrometheusError):
+    """No answer within the timeout, or Prometheus gave up on the query."""
+
+
+class UnreachableError(PrometheusError):
+    """No connection: refused, unknown host, network down, TLS refused."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One series of an instant vector: its labels (``__name__`` included when kept), value and
+    timestamp (seconds since the epoch, on Prometheus' clock)."""
+
+    labels: Mapping[str, str]
+    value: float
+    timestamp: float
+
+    @property
+    def name(self) -> str:
+        """The metric name (empty when the query dropped it)."""
+        return self.labels.get("__name__", "")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of a range query: labels and (timestamp, value) points, oldest first."""
+
+    labels: Mapping[str, str]
+    points: Tuple[Tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class Auth:
+    """How to authenticate: HTTP basic (user, password) or a bearer token; neither by default."""
+
+    basic: Optional[Tuple[str, str]] = None
+    bearer_token: Optional[str] = None
+
+    def header(self) -> Optional[str]:
+        """The ``Authorization`` header's value, if any."""
+        if self.basic is not None:
+            raw = f"{self.basic[0]}:{self.basic[1]}".encode()
+            return "Basic " + base64.b64encode(raw).decode("ascii")
+        if self.bearer_token is not None:
+            return f"Bearer {self.bearer_token}"
+        return None
+
+
+def normalise_url(url: str) -> str:
+    """``prom:9090`` → ``http://prom:9090``; no trailing slash; a pasted ``…/graph`` or
+    ``…/api/v1/query`` cut back to the server's base."""
+    text = url.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    path = parsed.path.rstrip("/")
+    for tail in ("/api/v1/query_range", "/api/v1/query", "/api/v1", "/graph"):
+        if path.endswith(tail):
+            path = path[: -len(tail)]
+            break
+    return urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, path, "", ""))
+
+
+class Prometheus:
+    """Queries one Prometheus (or a compatible API: Thanos, VictoriaMetrics, Mimir) read-only."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        auth: Auth = Auth(),
+        ca_file: Optional[str] = None,
+        insecure: bool = False,
+    ) -> None:
+        self.url = normalise_url(url)
+        self.timeout_s = timeout_s
+        self._auth = auth.header()
+        self._context: Optional[ssl.SSLContext] = None
+        if self.url.startswith("https:"):
+            context = ssl.create_default_context(cafile=ca_file)
+            if insecure:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            self._context = context
+
+    def query(self, expr: str, at: Optional[float] = None) -> Tuple[List[Sample], float]:
+        """An instant query: its vector, and the evaluation time (Prometheus' clock)."""
+        form: Dict[str, str] = {"query": expr}
+        if at is not None:
+            form["time"] = f"{at:.3f}"
+        data = self._call("query", form)
+        kind = data.get("resultType")
+        result = data.get("result")
+        if kind == "scalar" and isinstance(result, list):
+            return [], _number(result[0])
+        if kind != "vector" or not isinstance(result, list):
+            raise NotPrometheusError(f"{self.url}: a query answered a {kind!r} result, not a vector")
+        samples = [_sample(item) for item in result]
+        evaluated = samples[0].timestamp if samples else (at if at is not None else math.nan)
+        return samples, evaluated
+
+    def query_range(self, expr: str, start: float, end: float, step_s: float) -> List[Series]:
+        """A range query from ``start`` to ``end`` every ``step_s`` seconds."""
+        form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
+        data = self._call("query_range", form)
+        result = data.get("result")
+        if data.get("resultType") != "matrix" or not isinstance(result, list):
+            raise NotPrometheusError(f"{self.url}: a range query answered no matrix")
+        return [_series(item) for item in result]
+
+    def _call(self, endpoint: str, form: Mapping[str, str]) -> Dict[str, Any]:
+        """POST the form to ``/api/v1/<endpoint>``; the ``data`` of a success."""
+        body = urllib.parse.urlencode({**form, "timeout": f"{self.timeout_s:g}s"}).encode()
+        request = urllib.request.Request(f"{self.url}/api/v1/{endpoint}", data=body, method="POST")
+        request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        request.add_header("Accept", "application/json")
+        if self._auth is not None:
+            request.add_header("Authorization", self._auth)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._context) as answer:
+                raw = answer.read(MAX_ANSWER_BYTES + 1)
+                status = answer.status
+        except urllib.error.HTTPError as exc:
+            raw = _read_error(exc)
+            status = exc.code
+        except (socket.timeout, TimeoutError):
+            raise QueryTimeoutError(
+                f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s (--timeout)"
+            ) from None
+        except urllib.error.URLError as exc:
+            raise _unreachable(self.url, exc.reason, self.timeout_s) from None
+        except (OSError, ValueError) as exc:  # a reset connection, a bad header
+            raise UnreachableError(f"cannot query Prometheus at {self.url}: {_one_line(exc)}") from None
+        return self._answer(endpoint, status, raw)
+
+    def _answer(self, endpoint: str, status: int, raw: bytes) -> Dict[str, Any]:
+        if status in (401, 403):
+            what = "Unauthorized" if status == 401 else "Forbidden"
+            hint = (
+                "the credentials were refused"
+                if self._auth is not None
+                else "give --basic-auth USER:PASSWORD or --bearer-token-file FILE"
+            )
+            raise AccessDeniedError(
+                f"Prometheus at {self.url} refused the query (HTTP {status} {what}): {hint}"
+            )
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise PrometheusError(f"Prometheus at {self.url} answered more than {MAX_ANSWER_BYTES >> 20} MiB")
+        try:
+            document = json.loads(raw)
+        except ValueError:
+            document = None
+        if not isinstance(document, dict) or document.get("status") not in ("success", "error"):
+            raise NotPrometheusError(
+                f"{self.url} is not a Prometheus API: POST /api/v1/{endpoint} answered HTTP {status} "
+                f"{'with no JSON' if document is None else 'with other JSON'} (give the server's base "
+                "URL, e.g. http://prometheus:9090)"
+            )
+        if document["status"] == "error":
+            kind = str(document.get("errorType", "error"))
+            message = _one_line(str(document.get("error", "")))
+            if kind in ("timeout", "canceled") or status == 503:
+                raise QueryTimeoutError(f"Prometheus at {self.url} gave up on the query ({kind}): {message}")
+            raise PrometheusError(f"Prometheus at {self.url} rejected the query ({kind}): {message}")
+        data = document.get("data")
+        if not isinstance(data, dict):
+            raise NotPrometheusError(f"{self.url}: the answer has no data")
+        return data
+
+
+def _read_error(exc: urllib.error.HTTPError) -> bytes:
+    try:
+        return exc.read(MAX_ANSWER_BYTES + 1)
+    except OSError:
+        return b""
+    finally:
+        exc.close()
+
+
+def _unreachable(url: str, reason: object, timeout_s: float) -> PrometheusError:
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return QueryTimeoutError(f"Prometheus at {url} did not answer within {timeout_s:g} s (--timeout)")
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return UnreachableError(
+            f"cannot reach Prometheus at {url}: its TLS certificate is not trusted "
+            f"({_one_line(reason.verify_message or reason)}): give --ca-file FILE, or --insecure"
+        )
+    if isinstance(reason, ConnectionRefusedError):
+        return UnreachableError(
+            f"cannot reach Prometheus at {url}: connection refused (is it running there?)"
+        )
+    if isinstance(reason, socket.gaierror):
+        return UnreachableError(f"cannot reach Prometheus at {url}: unknown host ({_one_line(reason)})")
+    return UnreachableError(f"cannot reach Prometheus at {url}: {_one_line(reason)}")
+
+
+def _sample(item: Any) -> Sample:
+    if not isinstance(item, dict):
+        raise NotPrometheusError("a result entry is not an object")
+    labels = item.get("metric")
+    value = item.get("value")
+    if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+        raise NotPrometheusError("a result entry has no metric or value")
+    return Sample({str(k): str(v) for k, v in labels.items()}, _number(value[1]), _number(value[0]))
+
+
+def _series(item: Any) -> Series:
+    if not isinstance(item, dict) or not isinstance(item.get("values"), list):
+        raise NotPrometheusError("a range result entry has no values")
+    labels = item.get("metric")
+    points: Sequence[Any] = item["values"]
+    return Series(
+        {str(k): str(v) for k, v in (labels or {}).items()},
+        tuple((_number(p[0]), _number(p[1])) for p in points if isinstance(p, list) and len(p) == 2),
+    )
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)  # "NaN", "+Inf" and "-Inf" included
+    except (TypeError, ValueError):
+        raise NotPrometheusError(f"not a number in the answer: {value!r}") from None
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())[:300]
