@@ -6,6 +6,7 @@
     %npuwatch snapshot [options]                                   one sample as a table
     %npuwatch doctor [options] [--only ID,…] [--skip ID,…]         environment diagnosis
     %npuwatch selftest [options] [--device N|all] [--level quick|full] [--backend auto|acl|torch]
+    %npuwatch fleet --prometheus URL | --hosts H:P,… [--selector M] [--interval S] …   the fleet's nodes
     %npuwatch stop                                                 stop every live view
 
 A bad option prints one line in the cell: argparse here raises instead of exiting, since a
@@ -28,8 +29,10 @@ from npuwatch.feeds import FeedOptions, scenario_listing, shared_options
 from npuwatch.option_values import minutes
 from npuwatch.widgets.notebook.layout import LAYOUTS
 
-COMMANDS = ("snapshot", "doctor", "selftest", "stop")
-USAGE = "%npuwatch [snapshot|doctor|selftest|stop] [--demo [SCENARIO]] [--interval S] … (%npuwatch --help)"
+COMMANDS = ("snapshot", "doctor", "selftest", "fleet", "stop")
+USAGE = (
+    "%npuwatch [snapshot|doctor|selftest|fleet|stop] [--demo [SCENARIO]] [--interval S] … (%npuwatch --help)"
+)
 #: Options that take a value: a command word right after one of them is that value, not a command.
 _VALUED = frozenset(
     (
@@ -48,6 +51,19 @@ _VALUED = frozenset(
         "--backend",
         "--dcmi-lib",
         "--timeout-per-device",
+        # fleet's
+        "--prometheus",
+        "--hosts",
+        "--selector",
+        "--node-label",
+        "--basic-auth",
+        "--bearer-token-file",
+        "--ca-file",
+        "--lookback",
+        "--record",
+        "--duration",
+        "--speed",
+        "--stale-after",
     )
 )
 
@@ -71,7 +87,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
-    """The parser of one form: the CLI's shared options plus the form's own."""
+    """The parser of one form: the CLI's shared options plus the form's own (fleet: ``npuwatch fleet``'s)."""
+    if command == "fleet":
+        from npuwatch.notebook import fleet_parser
+
+        return fleet_parser(
+            _Parser(prog="%npuwatch fleet", description="the fleet's nodes, worst first, as a live table")
+        )
     parser = _Parser(
         prog=f"%npuwatch {command}".strip(),
         parents=[shared_options(chip_backend=command != "selftest")],
@@ -159,6 +181,8 @@ def _run(line: str) -> Any:
         count = notebook.stop_all()
         print(f"npuwatch: stopped {count} live view{'s' if count != 1 else ''}")
         return None
+    if command == "fleet":
+        return _fleet(args)
     if command == "doctor":
         return _doctor(args)
     if command == "selftest":
@@ -168,6 +192,22 @@ def _run(line: str) -> Any:
         return notebook.snapshot_for(options)
     history = args.history if args.history is not None else notebook.DEFAULT_HISTORY_MIN
     return notebook.show_for(options, history_min=history, layout=args.layout)
+
+
+def _fleet(args: argparse.Namespace) -> Any:
+    from npuwatch import notebook
+
+    if args.json:  # one npuwatch/fleet/v1 document, as `npuwatch fleet --json` prints it
+        from npuwatch.fleet.command import open_fleet_feed
+        from npuwatch.fleet.fleet_json import dumps
+
+        feed = open_fleet_feed(args)
+        try:
+            print(dumps(feed.sample()))
+        finally:
+            feed.close()
+        return None
+    return notebook.fleet_for(args)
 
 
 def _doctor(args: argparse.Namespace) -> Any:

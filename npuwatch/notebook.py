@@ -11,18 +11,21 @@ ipywidgets is needed only by ``show()``.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NoReturn, Optional, Sequence, Union
 
 from npuwatch.errors import UsageError
 from npuwatch.feeds import FeedOptions, open_machine, parse_devices
 
 if TYPE_CHECKING:
+    from npuwatch.widgets.notebook.fleet_view import FleetView
     from npuwatch.widgets.notebook.hub import SamplerHub
     from npuwatch.widgets.notebook.live_view import LiveView
     from npuwatch.widgets.notebook.reports import DoctorResult, SelftestResult, SnapshotResult
 
-__all__ = ["NotebookUsageError", "doctor", "selftest", "show", "snapshot", "stop_all"]
+__all__ = ["NotebookUsageError", "doctor", "fleet", "selftest", "show", "snapshot", "stop_all"]
 
 #: How long show() waits for the first snapshot before returning (a hung npu-smi costs no more):
 #: long enough that a healthy machine's view carries numbers in its text/html fallback too.
@@ -151,11 +154,106 @@ def show_for(
 
 
 def stop_all() -> int:
-    """Stop every live view of this kernel; returns how many were running."""
+    """Stop every live view (fleet views too) of this kernel; returns how many were running."""
     running = [view for view in list(_VIEWS) if view.running]
     for view in running:
         view.stop()
-    return len(running)
+    fleets = 0
+    if "npuwatch.widgets.notebook.fleet_view" in sys.modules:  # none ran unless it was imported
+        from npuwatch.widgets.notebook.fleet_view import stop_all as stop_fleets
+
+        fleets = stop_fleets()
+    return len(running) + fleets
+
+
+def fleet(
+    *,
+    prometheus: Optional[str] = None,
+    hosts: Union[str, Sequence[str], None] = None,
+    replay: Optional[str] = None,
+    selector: Optional[str] = None,
+    node_label: Optional[str] = None,
+    basic_auth: Optional[str] = None,
+    bearer_token_file: Optional[str] = None,
+    ca_file: Optional[str] = None,
+    insecure: bool = False,
+    interval: Optional[float] = None,
+    timeout: Optional[float] = None,
+    lookback: Optional[float] = None,
+    stale_after: Optional[float] = None,
+    speed: Optional[float] = None,
+    sort: str = "worst",
+    wait_s: float = FIRST_SAMPLE_WAIT_S,
+) -> FleetView:
+    """A live table of the fleet's nodes, worst first (display it, or let the cell show it);
+    ``.stop()`` ends it.  The options are ``npuwatch fleet``'s (``prometheus=URL``, ``hosts=`` a
+    ``host:port,…`` string or a list, ``replay=FILE``, ``selector='{job="npu"}'``, ``interval=`` s …),
+    checked by the same parser.  Returns after the first refresh or ``wait_s`` seconds."""
+    words: List[str] = []
+    given = {
+        "prometheus": prometheus,
+        "hosts": hosts if hosts is None or isinstance(hosts, str) else ",".join(hosts),
+        "replay": replay,
+        "selector": selector,
+        "node-label": node_label,
+        "basic-auth": basic_auth,
+        "bearer-token-file": bearer_token_file,
+        "ca-file": ca_file,
+        "insecure": insecure,
+        "interval": interval,
+        "timeout": timeout,
+        "lookback": lookback,
+        "stale-after": stale_after,
+        "speed": speed,
+    }
+    for name, value in given.items():
+        if value is True:
+            words.append(f"--{name}")
+        elif value is not None and value is not False:
+            words += [f"--{name}", str(value)]
+    return fleet_for(fleet_parser().parse_args(words), sort=sort, wait_s=wait_s)
+
+
+class _FleetParser(argparse.ArgumentParser):
+    """``npuwatch fleet``'s options; a bad one raises NotebookUsageError instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise NotebookUsageError(f"fleet: {message}")
+
+
+def fleet_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
+    """``npuwatch fleet``'s options on ``parser`` (a new one that raises NotebookUsageError)."""
+    from npuwatch.fleet.command import add_arguments
+
+    parser = parser or _FleetParser(prog="npuwatch.notebook.fleet", add_help=False)
+    add_arguments(parser)
+    return parser
+
+
+def fleet_for(
+    args: argparse.Namespace, *, sort: str = "worst", wait_s: float = FIRST_SAMPLE_WAIT_S
+) -> FleetView:
+    """``fleet()`` for options already parsed (the magic's)."""
+    from npuwatch.fleet.command import open_fleet_feed
+    from npuwatch.widgets.notebook.fleet_view import FleetView
+    from npuwatch.widgets.notebook.live_view import import_ipywidgets
+
+    import_ipywidgets()  # the clear "pip install 'npuwatch[jupyter]'" error before any work
+    for name in ("json", "record"):
+        if getattr(args, name, None):
+            raise NotebookUsageError(
+                f"fleet --{name} is the command line's (npuwatch fleet --{name}); in a notebook fleet is the "
+                "live table (its .fleet is the latest FleetSnapshot)"
+            )
+    feed = open_fleet_feed(args)  # a bad combination raises its usage error (a NotebookUsageError)
+    try:
+        view = FleetView(feed, sort=sort)
+    except ValueError as exc:
+        feed.close()
+        raise NotebookUsageError(str(exc)) from None
+    if wait_s > 0:
+        view.wait_first(wait_s)
+    return view
 
 
 def snapshot(

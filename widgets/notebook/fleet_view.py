@@ -1,0 +1,252 @@
+"""Provides FleetView: ``%npuwatch fleet`` / ``npuwatch.notebook.fleet()``, a live table of nodes.
+
+Every widget is created here, on the caller's (the kernel's main) thread; the view's daemon
+thread refreshes the fleet feed every ``feed.interval_s`` and only assigns ``.value`` strings.  A
+slow Prometheus holds only that thread.  The view stops on ``stop()``, when its widget is closed
+(from Python or the front-end) and at interpreter exit; its thread then closes the feed.  An
+exception while refreshing or rendering is a bug: one line in the view names the file with its
+traceback (``npuwatch.crash``), and the view keeps refreshing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+from npuwatch.crash import crash_line
+from npuwatch.poller import Poller
+from npuwatch.widgets.fleet.rows import SORTS, FleetHeader, FleetRow, fleet_header, fleet_rows
+from npuwatch.widgets.notebook import fleet_html
+from npuwatch.widgets.notebook.live_html import crash_html
+from npuwatch.widgets.notebook.live_view import import_ipywidgets
+
+if TYPE_CHECKING:
+    from npuwatch.fleet.model import FleetSnapshot
+    from npuwatch.widgets.fleet.app import FleetFeed
+
+WAITING = "waiting for the first refresh…"
+WHERE = "the notebook fleet view"
+_RUNNING: weakref.WeakSet[FleetView] = weakref.WeakSet()
+
+
+class FleetView:
+    """A live fleet table: ``.widget`` (display it), ``.fleet`` (the latest FleetSnapshot), ``.stop()``."""
+
+    def __init__(self, feed: FleetFeed, *, sort: str = "worst", filter_text: str = "") -> None:
+        widgets = import_ipywidgets()
+        if sort not in dict(SORTS):
+            raise ValueError(f"sort must be one of {', '.join(key for key, _ in SORTS)}, got {sort!r}")
+        self.feed = feed
+        self.sort = sort
+        self.filter_text = filter_text
+        self.fleet: Optional[FleetSnapshot] = None
+        self.rows: Tuple[FleetRow, ...] = ()
+        self.head: Optional[FleetHeader] = None
+        self.status = WAITING
+        self.crash_line: Optional[str] = None
+        self.updates = 0
+        self._lock = threading.RLock()
+        self._first = threading.Event()
+        self._stop = threading.Event()
+        self._crashes: Dict[Tuple[str, str], str] = {}
+        self._source = str(getattr(feed, "label", "") or "")
+
+        html = widgets.HTML
+        self.header = html(fleet_html.header_html(None, WAITING, self._source))
+        self.sorter = widgets.Dropdown(
+            options=[(label, key) for key, label in SORTS],
+            value=sort,
+            description="order",
+            layout=widgets.Layout(width="240px"),
+        )
+        self.filter_box = widgets.Text(
+            value=filter_text, placeholder="filter nodes by name", layout=widgets.Layout(width="220px")
+        )
+        self.table = html("")
+        self.crash = html("")
+        self.sorter.observe(self._on_sort, names="value")
+        self.filter_box.observe(self._on_filter, names="value")
+        controls = widgets.HBox([self.sorter, self.filter_box])
+        self.widget = widgets.VBox([self.header, controls, self.crash, self.table])
+        self.widget.add_class("npuwatch-fleet-live")
+        self.widget.observe(self._on_comm_change, names="comm")
+        self._watch_comm_close()
+        self.thread = threading.Thread(target=self._run, name="npuwatch-notebook-fleet", daemon=True)
+        _RUNNING.add(self)
+        self.thread.start()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True until ``stop()`` or the widget is closed."""
+        return not self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop refreshing; the thread closes the feed after its current refresh.  Never blocks."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._stop.set()
+            self.status = "stopped"
+        if self.widget.comm is not None:
+            self.header.value = fleet_html.header_html(self.head, self.status, self._source)
+
+    def close(self) -> None:
+        """Stop and close the widgets (the output area empties)."""
+        self.stop()
+        for child in self.widget.children:
+            _close_tree(child)
+        self.widget.close()
+
+    def wait_first(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the first refresh; True when one arrived."""
+        return self._first.wait(timeout_s)
+
+    def _on_comm_change(self, change: Dict[str, Any]) -> None:
+        if change.get("new") is None:  # Widget.close() from Python
+            self.stop()
+
+    def _watch_comm_close(self) -> None:
+        on_close = getattr(self.widget.comm, "on_close", None)
+        if on_close is not None:  # the front-end closed the model (cell deleted, page closed)
+            on_close(lambda _message: self.stop())
+
+    # --- the thread -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            Poller(self._tick, lambda: self.feed.interval_s, stop_event=self._stop, min_wait_s=0.05).run()
+        finally:
+            try:
+                self.feed.close()
+            except Exception as exc:  # closing is best effort; say so once
+                self._on_crash(self._crash_line(exc))
+
+    def _tick(self) -> None:
+        try:
+            fleet = self.feed.sample()
+        except Exception as exc:  # the feed turns source failures into FleetSnapshot.error: a bug
+            self._on_crash(self._crash_line(exc))
+            return
+        if self._stop.is_set():
+            return
+        try:
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                if self.widget.comm is None:
+                    self.stop()
+                    return
+                self._render(fleet)
+        except Exception as exc:  # a bug in rendering: one line in the view, never a frozen view
+            self._on_crash(self._crash_line(exc))
+        finally:
+            self._first.set()
+
+    def _render(self, fleet: FleetSnapshot) -> None:
+        self.fleet = fleet
+        self.head = fleet_header(fleet)
+        self.rows = fleet_rows(fleet, self.sort, self.filter_text)
+        self.status = "source failing" if fleet.error else "live"
+        self.crash_line = None
+        self.crash.value = ""
+        self.header.value = fleet_html.header_html(self.head, self.status, self._source)
+        self.table.value = fleet_html.table_html(self.rows, bool(self.filter_text))
+        self.updates += 1
+
+    def _redraw(self) -> None:
+        """The order or the filter changed (on the kernel's main thread): the same fleet again."""
+        with self._lock:
+            if self.fleet is not None:
+                self.rows = fleet_rows(self.fleet, self.sort, self.filter_text)
+                self.table.value = fleet_html.table_html(self.rows, bool(self.filter_text))
+
+    def _on_sort(self, change: Dict[str, Any]) -> None:
+        self.sort = str(change.get("new") or "worst")
+        self._redraw()
+
+    def _on_filter(self, change: Dict[str, Any]) -> None:
+        self.filter_text = str(change.get("new") or "")
+        self._redraw()
+
+    def _crash_line(self, exc: Exception) -> str:
+        """The line for ``exc``; the same error every refresh writes its traceback only once."""
+        key = (type(exc).__name__, str(exc))
+        with self._lock:
+            if key not in self._crashes:
+                self._crashes[key] = crash_line(exc, WHERE)
+            return self._crashes[key]
+
+    def _on_crash(self, line: str) -> None:
+        with self._lock:
+            self.crash_line = line
+            if self.widget.comm is not None:
+                self.crash.value = crash_html(line)
+        self._first.set()
+
+    # --- what a notebook shows ------------------------------------------------------------------------
+
+    def text(self) -> str:
+        """The current table as plain text (the text/plain fallback)."""
+        with self._lock:
+            rows, head, status, crash = self.rows, self.head, self.status, self.crash_line
+        shown = fleet_html.fleet_text(rows, head, status, self._source)
+        return f"{shown}\n{crash}" if crash else shown
+
+    def html(self) -> str:
+        """The current table as static HTML (the text/html fallback)."""
+        with self._lock:
+            rows, head, status, crash = self.rows, self.head, self.status, self.crash_line
+        return (
+            '<div class="npuwatch-fleet-live">'
+            f"{fleet_html.header_html(head, status, self._source)}{crash_html(crash)}"
+            f"{fleet_html.table_html(rows, bool(self.filter_text)) if head is not None else ''}</div>"
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
+        bundle: Dict[str, Any] = {}
+        if self.widget.comm is not None:
+            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
+        bundle["text/plain"] = self.text()
+        bundle["text/html"] = self.html()
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<npuwatch FleetView {self._source}: {self.status}, {self.updates} updates>"
+
+    def state(self) -> Dict[str, Any]:
+        """What the view shows, as plain data (tests, and scripts that poll a running view)."""
+        with self._lock:
+            return {
+                "status": self.status,
+                "source": self.head.source if self.head is not None else self._source,
+                "error": self.head.error if self.head is not None else None,
+                "nodes": [row.node for row in self.rows],
+                "levels": [row.level_text for row in self.rows],
+                "stale": [row.node for row in self.rows if row.stale],
+                "updates": self.updates,
+                "crash": self.crash_line,
+                "running": self.running,
+                "thread_alive": self.thread.is_alive(),
+                "table_html": self.table.value,
+            }
+
+
+def stop_all() -> int:
+    """Stop every running fleet view of this kernel; how many were running."""
+    running = [view for view in list(_RUNNING) if view.running]
+    for view in running:
+        view.stop()
+    return len(running)
+
+
+def _close_tree(widget: Any) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    widget.close()
+
+
+atexit.register(stop_all)
