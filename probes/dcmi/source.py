@@ -85,7 +85,8 @@ class DcmiSource:
         self._identities: Dict[records.ChipRef, ChipIdentity] = {}
         self._facts: Dict[records.ChipRef, records.ChipFacts] = {}
         self._versions = Versions()
-        #: The last read's worker timings (``startup_s``, ``inventory_s``, ``tick_s``), for benchmarks.
+        #: The last read's worker timings (``startup_s``, ``inventory_s``, ``tick_s``, a demo's
+        #: ``refresh_cpu_s``), for benchmarks.
         self.last_timings: Mapping[str, float] = {}
 
     def read(self) -> SourceReading:

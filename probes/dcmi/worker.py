@@ -90,6 +90,9 @@ class TickOutcome:
 
     chips: Tuple[records.ChipTick, ...] = ()
     warnings: Tuple[str, ...] = ()
+    #: The worker's CPU seconds in the demo's refresh function before this tick (the simulated
+    #: driver writing its state: work a real machine's driver does outside npuwatch).
+    refresh_cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,8 @@ class Worker:
         if not isinstance(outcome, TickOutcome) or self._inventory is None:
             raise _FailedError(self._protocol_failure(outcome))
         enumerated, self._enumerated = self._enumerated, False
+        if outcome.refresh_cpu_s:
+            timings["refresh_cpu_s"] = outcome.refresh_cpu_s
         return WorkerTick(
             self._inventory,
             outcome.chips,
@@ -614,9 +619,11 @@ def _serve(channel: _Channel, reader: Reader) -> int:
                 channel.send(("inventory", inventory))
                 refresh.prepare()  # its imports while npuwatch has not asked for a tick yet
             elif request == ("tick",):
+                began = time.thread_time()
                 warnings = refresh()
+                refresh_cpu_s = time.thread_time() - began if refresh.name else 0.0
                 ticks = tuple(reader.tick(chips))
-                channel.send(("tick", TickOutcome(ticks, warnings)))
+                channel.send(("tick", TickOutcome(ticks, warnings, refresh_cpu_s)))
             else:
                 return 0  # ("exit",) or anything else
         except Exception:
