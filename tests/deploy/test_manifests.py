@@ -459,7 +459,25 @@ def test_the_static_scrape_job_on_a_real_prometheus_scrapes_serve_and_names_each
             assert time.monotonic() < deadline, f"after 90 s: {got}"
             time.sleep(1)
             got = _instant(port, query)
+        fleet = _fleet_json(f"http://127.0.0.1:{port}")
     assert server.returncode is not None
+    # `npuwatch fleet` names each node by the label the job adds, the node with the chip in Alarm first.
+    rows = [(n["node"], n["chips_total"], n["chips_ok"], n["level"], n["stale"]) for n in fleet["nodes"]]
+    assert rows == [("localhost", 8, 7, "critical", False), ("127.0.0.1", 16, 16, "ok", False)], rows
+    assert "NPU 3" in fleet["nodes"][0]["reasons"][0]
+
+
+def _fleet_json(prometheus: str) -> Dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "npuwatch", "fleet", "--prometheus", prometheus, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-1000:] + out.stderr[-1000:]
+    document: Dict[str, Any] = json.loads(out.stdout)
+    return document
 
 
 def _instant(port: int, query: str) -> set:
