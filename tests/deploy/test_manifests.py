@@ -188,6 +188,38 @@ def test_kubectl_kustomize_builds_the_same_objects():
     assert built == manifests()
 
 
+#: Field names of the Kubernetes objects this DaemonSet uses (core/v1 PodSpec, Container, Probe,
+#: VolumeMount): a misspelt field is dropped without a word by a client that does not validate.
+POD_FIELDS = {
+    "affinity", "tolerations", "nodeSelector", "hostPID", "hostNetwork", "hostIPC",
+    "automountServiceAccountToken", "serviceAccountName", "enableServiceLinks", "priorityClassName",
+    "terminationGracePeriodSeconds", "securityContext", "containers", "initContainers", "volumes",
+}  # fmt: skip
+CONTAINER_FIELDS = {
+    "name", "image", "imagePullPolicy", "command", "args", "ports", "readinessProbe", "livenessProbe",
+    "startupProbe", "resources", "securityContext", "env", "envFrom", "volumeMounts", "workingDir",
+}  # fmt: skip
+PROBE_FIELDS = {
+    "httpGet", "exec", "tcpSocket", "grpc", "initialDelaySeconds", "periodSeconds", "timeoutSeconds",
+    "failureThreshold", "successThreshold",
+}  # fmt: skip
+MOUNT_FIELDS = {"name", "mountPath", "readOnly", "subPath", "mountPropagation", "recursiveReadOnly"}
+
+
+def test_the_pod_uses_only_field_names_kubernetes_knows():
+    spec, box = pod_spec(), container()
+    assert set(spec) <= POD_FIELDS, set(spec) - POD_FIELDS
+    assert set(box) <= CONTAINER_FIELDS, set(box) - CONTAINER_FIELDS
+    for name in ("readinessProbe", "livenessProbe"):
+        assert set(box[name]) <= PROBE_FIELDS, (name, set(box[name]) - PROBE_FIELDS)
+        assert set(box[name]["httpGet"]) <= {"path", "port", "scheme", "host", "httpHeaders"}
+    for mount in box["volumeMounts"]:
+        assert set(mount) <= MOUNT_FIELDS, mount
+    for volume in spec["volumes"]:
+        assert set(volume) in ({"name", "hostPath"}, {"name", "emptyDir"}), volume
+        assert set(volume.get("hostPath", {})) <= {"path", "type"}, volume
+
+
 def test_the_daemonset_selects_its_own_pods_and_the_service_selects_them_and_their_port():
     objects = manifests()
     daemonset, service = objects["DaemonSet"], objects["Service"]
