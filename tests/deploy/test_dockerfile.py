@@ -16,7 +16,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -29,7 +29,6 @@ DOCKERFILE = REPO / "deploy" / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 #: What the mapped folders ship (pyproject's package-data, plus the modules).
 SHIPPED = ("*.py", "py.typed", "*.json", "*.tcss", "*.c")
-PACKAGE_DIRS = {"npuwatch": "npuwatch", "probes": "npuwatch/probes", "widgets": "npuwatch/widgets"}
 Instruction = Tuple[str, str]
 
 
@@ -259,10 +258,22 @@ def test_the_copied_files_alone_build_a_wheel_with_every_module_and_data_file(tm
     assert not missing, missing
 
 
+def package_dirs() -> Dict[str, str]:
+    """pyproject's package-dir: repository folder -> installed path (``probes`` -> ``npuwatch/probes``)."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    line = re.search(r"^package-dir = \{(.*)\}$", text, re.MULTILINE)
+    assert line, "pyproject.toml has no one-line package-dir"
+    pairs = re.findall(r'"([\w.]+)" = "([\w/]+)"', line.group(1))
+    return {folder: package.replace(".", "/") for package, folder in pairs}
+
+
 def _shipped(context: Path) -> Sequence[str]:
     """Every module and data file of the mapped folders, under its installed name."""
     wanted = []
-    for folder, package in PACKAGE_DIRS.items():
+    for folder, package in package_dirs().items():
+        assert (context / folder).is_dir(), (
+            f"{folder}/ (pyproject's package-dir) is not in the image's context"
+        )
         for path in sorted((context / folder).rglob("*")):
             if path.is_file() and any(fnmatch.fnmatchcase(path.name, p) for p in SHIPPED):
                 wanted.append(f"{package}/{path.relative_to(context / folder).as_posix()}")
