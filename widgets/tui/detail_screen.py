@@ -19,6 +19,7 @@ from textual.widgets import Footer, Static
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
+from npuwatch.judge.rules import Judgement, judge_snapshot
 from npuwatch.metrics_table import CELLS, METRICS, SHOWN_WHEN_REPORTED, cell_metrics, metric
 from npuwatch.model import ChipSample, Level, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
@@ -119,9 +120,34 @@ def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
     workload = (
         () if chip.workload is None else (workload_text(explain(chip.workload, snapshot.taken_at)), Text(""))
     )
+    verdict = verdict_text(judge_snapshot(snapshot).get(ident.key))
     return Group(
-        title, ids, Text(""), metric_table(chip), Text(""), *workload, pcie_text(chip), versions, Text("")
+        title,
+        ids,
+        *verdict,
+        Text(""),
+        metric_table(chip),
+        Text(""),
+        *workload,
+        pcie_text(chip),
+        versions,
+        Text(""),
     )
+
+
+def verdict_text(judged: Optional[Judgement]) -> Tuple[RenderableType, ...]:
+    """The judge's reasons for a chip that is not ok, each with what to do (its detail sentence):
+    an error code's handling class and action, a temperature limit, memory held with no process."""
+    if judged is None or not judged.reasons:
+        return ()
+    lines: List[RenderableType] = [Text("")]
+    for reason in judged.reasons:
+        style = render.text_style(reason.level) or "bold"
+        line = Text(f" {reason.level.value}: ", style=style)
+        line.append(inert(reason.text), style=style)
+        lines.append(line)
+        lines.append(Text(f"   {inert(reason.detail)}"))
+    return tuple(lines)
 
 
 def workload_text(shown: WorkloadExplanation) -> RenderableType:
