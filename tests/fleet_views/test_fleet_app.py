@@ -186,3 +186,25 @@ def test_a_feed_that_raises_shows_one_internal_error_line_and_the_view_keeps_run
 
     monkeypatch.setattr(FleetApp, "run", run)
     assert run_fleet_app(Broken()) == 0  # the bug was shown in the view, never raised; q quits
+
+
+def test_a_long_reason_is_cut_so_every_column_stays_on_screen():
+    from dataclasses import replace
+
+    long = "stale: cannot reach Prometheus at http://prometheus.example:9090: connection refused " * 3
+
+    class Long(FakeFleetFeed):
+        def sample(self):
+            fleet = super().sample()
+            nodes = tuple(replace(node, reasons=(long, *node.reasons)) for node in fleet.nodes)
+            return replace(fleet, nodes=nodes)
+
+    async def body(app: FleetApp, pilot: Pilot) -> None:
+        table = app.query_one("#nodes", DataTable)
+        await until(pilot, lambda: table.row_count == 4, "the rows")
+        await pilot.pause(0.1)
+        assert table.virtual_size.width <= app.size.width
+        assert str(table.get_row_at(0)[3]).endswith("…")
+        assert app.rows[0].reason == long  # the row keeps it whole (the node screen shows it)
+
+    drive(Long(interval_s=0.2), body, size=(160, 30))

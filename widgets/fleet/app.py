@@ -13,8 +13,9 @@ import contextlib
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Protocol, Sequence, Tuple
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, CSSPathType
@@ -44,6 +45,9 @@ from npuwatch.widgets.tui.line import Line
 if TYPE_CHECKING:
     from textual.events import Resize
 
+#: The Reason column's index, and the least room it keeps however narrow the terminal.
+REASON = COLUMNS.index("Reason")
+MIN_REASON = 24
 #: The dashboard's stylesheet (header, alerts line, chip grid, processes) and the fleet's own.
 CSS_FILES = ("../tui/npuwatch.tcss", "fleet.tcss")
 
@@ -151,6 +155,7 @@ class FleetApp(App[None]):
 
     def on_resize(self, event: Resize) -> None:
         if self.fleet is not None:
+            self._render_table()  # the reasons are cut to the width
             self._render_header()
 
     # --- refreshing (never on the UI thread) -----------------------------------------------------
@@ -219,9 +224,10 @@ class FleetApp(App[None]):
         table: DataTable[Text] = self.query_one("#nodes", DataTable)
         chosen = self._cursor_node(table)
         self.rows = fleet_rows(self.fleet, self.sort, self.filter_text)
+        room = reason_room(self.rows, self.size.width, table.cell_padding)
         table.clear()
         for row in self.rows:
-            table.add_row(*row_cells(row), key=row.node)
+            table.add_row(*row_cells(row, room), key=row.node)
         names = [row.node for row in self.rows]
         if chosen in names:
             table.move_cursor(row=names.index(chosen), animate=False)
@@ -371,9 +377,22 @@ class FleetApp(App[None]):
                 screen.use_history(history)
 
 
-def row_cells(row: FleetRow) -> Tuple[Text, ...]:
-    """The table cells of a row: the level in its colour, a stale node dim (its reason first)."""
+def reason_room(rows: Sequence[FleetRow], width: int, padding: int = 1) -> int:
+    """How many columns the Reason column may take so every other column stays on screen (at
+    least ``MIN_REASON``): a long reason is cut with an ellipsis (the node screen shows it whole)."""
+    others = 0
+    for index, column in enumerate(COLUMNS):
+        if index != REASON:
+            others += max([cell_len(column), *(cell_len(row.cells()[index]) for row in rows)])
+    return max(MIN_REASON, width - others - 2 * padding * len(COLUMNS) - 2)
+
+
+def row_cells(row: FleetRow, reason_width: int = 0) -> Tuple[Text, ...]:
+    """The table cells of a row: the level in its colour, a stale node dim (its reason first);
+    the reason cut to ``reason_width`` columns when given."""
     cells = [Text(inert(value)) for value in row.cells()]
+    if reason_width:
+        cells[REASON].truncate(reason_width, overflow="ellipsis")
     if row.stale:
         for cell in cells:
             cell.stylize("dim")
@@ -382,7 +401,7 @@ def row_cells(row: FleetRow) -> Tuple[Text, ...]:
     style = LEVEL_STYLES[row.level.value]
     cells[1].stylize(style)
     if row.reason:
-        cells[3].stylize(style if row.level.value != "ok" else "")
+        cells[REASON].stylize(style if row.level.value != "ok" else "")
     return tuple(cells)
 
 
