@@ -379,19 +379,21 @@ def chip_row(
     judgement: Optional[Judgement] = None,
     *,
     explain_at: Optional[datetime] = None,
+    details: bool = True,
 ) -> ChipRow:
     """One chip: identity, health badge, level and the cells (``points`` history values each).
 
     ``judgement`` is the judge's verdict on the chip within its snapshot (``judge_snapshot``);
     without one the chip is judged alone (as if no process were listed on it).  ``explain_at``
     (the snapshot's time): with its workload explained, the owner's last sighting against it.
+    Without ``details`` the extras leave out the detail lines' metrics (the dashboard's cards and
+    lines, rebuilt every second, show none of them: Cube, AI CPU, ECC …).
     """
     ident = chip.identity
     verdict = judgement if judgement is not None else judge_chip(chip)
     metrics = tuple(_CELL_BUILDERS[key](chip, history, points) for key in CELLS)
-    extras = tuple(
-        _extra(chip, row, history, points) for row in _EXTRAS_SHOWN if getattr(chip, row.name) is not None
-    )
+    shown = _EXTRAS_SHOWN if details else _EXTRAS_ON_CARDS
+    extras = tuple(_extra(chip, row, history, points) for row in shown if getattr(chip, row.name) is not None)
     workload = chip.workload
     return ChipRow(
         key=ident.key,
@@ -707,6 +709,10 @@ def _other(key: str) -> CellBuilder:
 _EXTRA_ORDER = (Extra.BESIDE, Extra.BAR, Extra.DETAIL)
 _EXTRAS_SHOWN: Tuple[ChipMetric, ...] = tuple(
     row for kind in _EXTRA_ORDER for row in EXTRAS if row.extra is kind
+)
+#: The extras a dashboard card or line can show: beside a cell, and bars.
+_EXTRAS_ON_CARDS: Tuple[ChipMetric, ...] = tuple(
+    row for row in _EXTRAS_SHOWN if row.extra is not Extra.DETAIL
 )
 
 

@@ -377,3 +377,26 @@ def test_the_one_line_form_at_80x24_shows_every_chips_tag() -> None:
         ] * 3, lines
 
     drive(snapshot, scenario, (80, 24))
+
+
+# --- the dashboard's cheaper rows ---------------------------------------------------------------
+
+
+def test_a_card_row_leaves_out_the_detail_metrics_and_draws_the_same_card_and_line() -> None:
+    """The dashboard builds a row per chip every second: its cards show the AI Core frequency and
+    the extra bars, never the detail metrics (Cube, AI CPU, ECC …), so its rows leave those out."""
+    snapshot = judged(with_dcmi_values(A3), npu1c1=workload(WorkloadClass.AICPU_BOUND, Throttling.POWER))
+    history = History()
+    history.add(snapshot)
+    for chip in snapshot.chips:
+        full, card = chip_row(chip), chip_row(chip, details=False)
+        assert full.details and not card.details
+        assert card.extras == tuple(extra for extra in full.extras if extra.kind != "detail")
+        for width in (26, 36, 60):
+            assert [t.plain for t in card_lines(chip, history, width, True, card)] == [
+                t.plain for t in card_lines(chip, history, width, True, full)
+            ]
+        for width in (80, 160, 200):
+            assert compact_line(chip, history, width, True, card) == compact_line(
+                chip, history, width, True, full
+            )

@@ -289,7 +289,7 @@ class Card:
     def __init__(self, chip: ChipSample, in_group: bool) -> None:
         self.chip = chip
         self.in_group = in_group
-        self.row: ChipRow = chip_row(chip)
+        self.row: ChipRow = chip_row(chip, details=False)
         self.place = Place(0, 0, 0, 0)
         self.painter = CardPainter()
         self.generation = 0  # counts the samples shown: a new one (and new history) redraws the card

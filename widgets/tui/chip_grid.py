@@ -108,7 +108,7 @@ class ChipGrid(ScrollView, can_focus=True):
         before = [card.height() for card in self.cards]
         for card, chip in zip(self.cards, chips):
             card.chip = chip
-            card.row = chip_row(chip, judgement=judgements.get(chip.identity.key))
+            card.row = chip_row(chip, judgement=judgements.get(chip.identity.key), details=False)
             card.generation += 1
         grown = [card.height() for card in self.cards] != before
         if grown and not self.compact:  # the boxes move

@@ -72,7 +72,7 @@ class ChipList(ScrollView, can_focus=True):
     def row(self, index: int) -> ChipRow:
         """Chip ``index`` as the view model shows it, with the judge's verdict on it."""
         chip = self.chips[index]
-        return chip_row(chip, judgement=self.judgements.get(chip.identity.key))
+        return chip_row(chip, judgement=self.judgements.get(chip.identity.key), details=False)
 
     def action_cursor(self, step: int) -> None:
         self._move_to(self.cursor + step)

@@ -278,6 +278,7 @@ def _row(process: NpuProcess, user: str, now_s: float) -> Row:
         note = f"({inert(row.no_host)})"
         command = Cell(f"{inert(row.command)}  {note}", style, note)
         return (*(Cell(c, "dim") for c in cells), command)
-    values = (*ids, row.user or "?", row.npu_memory, row.cpu, row.rss, row.elapsed, row.command)
-    # The user, name and command line are whoever runs the job's: shown, never obeyed.
-    return tuple(Cell(inert(c or "—"), style) for c in values)
+    # The user, name and command line are whoever runs the job's: shown, never obeyed (the other
+    # cells are numbers the view model formatted).
+    values = (*ids, inert(row.user or "?"), row.npu_memory, row.cpu, row.rss, row.elapsed, inert(row.command))
+    return tuple(Cell(c or "—", style) for c in values)
