@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -112,24 +113,30 @@ def serve_demo(argv: Sequence[str], scenario: str) -> Iterator[str]:
     """Run ``npuwatch <argv> --demo SCENARIO`` (its --listen moved to loopback) until the block
     ends; yield its base URL.  Afterwards nothing it started is left running."""
     command = [sys.executable, "-m", "npuwatch", *loopback(argv), "--demo", scenario]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    started: List[psutil.Process] = []
-    try:
-        line = _first_line(process, deadline_s=60)
-        match = re.search(r"listening on (http://\S+?) ", line)
-        assert match, f"no start-up line from {command}: {line!r}"
-        started = psutil.Process(process.pid).children(recursive=True)
-        yield match.group(1)
-    finally:
-        started += [p for p in _children(process.pid) if p not in started]
-        process.terminate()
+    # stderr to a file, not a pipe nobody reads: a chatty child never blocks on it.
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+        started: List[psutil.Process] = []
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        _, alive = psutil.wait_procs(started, timeout=15)
-    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
+            line = _first_line(process, deadline_s=60)
+            match = re.search(r"listening on (http://\S+?) ", line)
+            assert match, f"no start-up line from {command}: {line!r}"
+            started = psutil.Process(process.pid).children(recursive=True)
+            yield match.group(1)
+        finally:
+            started += [p for p in _children(process.pid) if p not in started]
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+            _, alive = psutil.wait_procs(started, timeout=15)
+            if process.stdout is not None:
+                process.stdout.close()
+            errors.seek(0)
+            stderr = errors.read().decode("utf-8", "replace")
+    assert process.returncode == 0, stderr
     assert not alive, f"left running after serve exited: {alive}"
 
 
