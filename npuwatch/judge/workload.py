@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+from datetime import datetime
+from typing import Deque, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
 from npuwatch.judge.rules import held_memory, host_cpu_percent, is_stale, lost_reason
@@ -223,11 +224,51 @@ class _Sums:
                 self.totals[i] += sign * value
                 self.counts[i] += sign
 
-    def means(self) -> Dict[str, EvidenceValue]:
-        return {
-            name: round(self.totals[i] / self.counts[i], 1) if self.counts[i] else None
-            for i, name in enumerate(_ALL_INPUTS)
-        }
+    def evidence(self) -> _Evidence:
+        """The window's means as evidence (worked out when read: most ticks nobody reads them)."""
+        return _Evidence(list(self.totals), list(self.counts), {})
+
+
+_INDEX = {name: i for i, name in enumerate(_ALL_INPUTS)}
+
+
+class _Evidence(Mapping[str, EvidenceValue]):
+    """A workload's evidence: the means of its inputs (each rounded to 0.1 when read) and the extra
+    facts of its class.  Frozen once the judge hands it out."""
+
+    __slots__ = ("_counts", "_extra", "_totals")
+
+    def __init__(self, totals: List[float], counts: List[int], extra: Dict[str, EvidenceValue]) -> None:
+        self._totals, self._counts, self._extra = totals, counts, extra
+
+    @classmethod
+    def of(cls, inputs: Mapping[str, Optional[float]]) -> _Evidence:
+        """One observation's inputs as evidence."""
+        values = [inputs.get(name) for name in _ALL_INPUTS]
+        return cls([v or 0.0 for v in values], [0 if v is None else 1 for v in values], {})
+
+    def __getitem__(self, name: str) -> EvidenceValue:
+        i = _INDEX.get(name)
+        if i is None:
+            return self._extra[name]
+        count = self._counts[i]
+        return round(self._totals[i] / count, 1) if count else None
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _ALL_INPUTS
+        yield from self._extra
+
+    def __len__(self) -> int:
+        return len(_ALL_INPUTS) + len(self._extra)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.items()))
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 @dataclass
@@ -242,7 +283,9 @@ class _ChipState:
     throttle_count: int = 0
     window: Deque[Observation] = field(default_factory=deque)
     sums: Dict[WorkloadClass, _Sums] = field(default_factory=dict)  # the window's, per class
-    owner: Optional[LastOwner] = None
+    #: The process that last held the chip's memory, and when: the owner of memory held after it.
+    holder: Optional[Tuple[NpuProcess, datetime]] = None
+    owner: Optional[LastOwner] = None  # built from ``holder`` when first needed
 
 
 class WorkloadJudge:
@@ -281,7 +324,7 @@ class WorkloadJudge:
             processes = by_chip.get(key, [])
             state = self._chips.setdefault(key, _ChipState())
             if processes:
-                state.owner = _owner(processes, snapshot)
+                state.holder, state.owner = (max(processes, key=_memory_mib), snapshot.taken_at), None
             seen = observe(chip, processes, now_s, self.thresholds)
             self._settle(state, seen, hurry=lost_reason(chip) is not None)
             chips.append(chip.with_workload(self._workload(chip, state, seen, needs)))
@@ -320,19 +363,22 @@ class WorkloadJudge:
         kind = state.shown or seen.kind
         sums = state.sums.get(kind)
         if sums is not None and sums.count:
-            evidence, samples = sums.means(), sums.count
+            evidence, samples = sums.evidence(), sums.count
             latest = next(o for o in reversed(state.window) if o.kind is kind)
             first = next(o for o in state.window if o.kind is kind)
         else:  # shown from before the window (a steady class always has samples in it)
-            evidence, samples, latest, first = dict(seen.inputs), 1, seen, seen
+            evidence, samples, latest, first = _Evidence.of(seen.inputs), 1, seen, seen
+        extra = evidence._extra
         if kind is WorkloadClass.INPUT_BOUND and latest.busiest is not None:
-            evidence["pid"], evidence["process"] = latest.busiest.pid, latest.busiest.name
+            extra["pid"], extra["process"] = latest.busiest.pid, latest.busiest.name
         if kind is WorkloadClass.IDLE_HOLDING_HBM:
-            evidence["idle_hbm_mib"] = latest.idle_mib
+            extra["idle_hbm_mib"] = latest.idle_mib
         if state.throttling is not None:
-            evidence["temperature_limit_c"] = self.thresholds.temperature_limits_c(chip.identity.name)[0]
-            evidence["rated_power_w"] = limits_for(chip.identity.name).rated_power_w
-        owner = state.owner if kind is WorkloadClass.IDLE_HOLDING_HBM else None
+            extra["temperature_limit_c"] = self.thresholds.temperature_limits_c(chip.identity.name)[0]
+            extra["rated_power_w"] = limits_for(chip.identity.name).rated_power_w
+        owner = None
+        if kind is WorkloadClass.IDLE_HOLDING_HBM and state.holder is not None:
+            state.owner = owner = state.owner or _owner(*state.holder)
         missing = tuple(decides for name, decides in _DECIDES if needs_dcmi and seen.inputs.get(name) is None)
         step = _NEXT_STEPS[kind]
         if state.throttling is not None:
@@ -350,8 +396,11 @@ class WorkloadJudge:
         )
 
 
-def _owner(processes: Sequence[NpuProcess], snapshot: Snapshot) -> LastOwner:
-    top = max(processes, key=lambda p: p.npu_memory_mib or 0)
+def _memory_mib(process: NpuProcess) -> int:
+    return process.npu_memory_mib or 0
+
+
+def _owner(top: NpuProcess, last_seen: datetime) -> LastOwner:
     host = top.host
     return LastOwner(
         pid=top.pid,
@@ -359,7 +408,7 @@ def _owner(processes: Sequence[NpuProcess], snapshot: Snapshot) -> LastOwner:
         user=host.user if host is not None else None,
         command=host.command if host is not None else None,
         npu_memory_mib=top.npu_memory_mib,
-        last_seen=snapshot.taken_at,
+        last_seen=last_seen,
     )
 
 
