@@ -228,6 +228,7 @@ static int function_id(const char *name)
 #define MAX_ERRORS 1024
 #define MAX_FAULTS 256
 #define MAX_PROCS_PER_CHIP 32
+#define MAX_INT_STARTS 512
 
 enum fault_kind { FAULT_RC = 1, FAULT_HANG = 2, FAULT_CRASH = 3 };
 
@@ -238,6 +239,9 @@ struct text_rec { long long card, dev; char key[KEY_BYTES]; char text[TEXT_BYTES
 struct proc_rec { long long card, dev, pid, bytes; };
 struct error_rec { long long card, dev, code; char text[TEXT_BYTES]; };
 struct fault_rec { char function[NAME_BYTES]; long long card, dev, value; int kind; };
+/* Where a unit's first int is in ints[]: a lookup starts there (the same first record wins, fewer
+ * records passed; a state file lists each chip's ints together). */
+struct int_start { long long card, dev; int first; };
 
 struct state {
     int cards_n, chips_n, ints_n, texts_n, procs_n, errors_n, faults_n;
@@ -248,6 +252,8 @@ struct state {
     struct proc_rec procs[MAX_PROCS];
     struct error_rec errors[MAX_ERRORS];
     struct fault_rec faults[MAX_FAULTS];
+    int int_starts_n, int_starts_full;
+    struct int_start int_starts[MAX_INT_STARTS];
 };
 
 static struct state g_state;
@@ -321,6 +327,28 @@ static const char *rest_of_line(const char *p)
     return p;
 }
 
+static const struct int_start *find_int_start(const struct state *s, long long card, long long dev)
+{
+    int i;
+    for (i = s->int_starts_n - 1; i >= 0; i--) {
+        if (s->int_starts[i].card == card && s->int_starts[i].dev == dev)
+            return &s->int_starts[i];
+    }
+    return NULL;
+}
+
+static void note_int_start(struct state *s, long long card, long long dev, int index)
+{
+    if (find_int_start(s, card, dev) != NULL)
+        return;
+    if (s->int_starts_n >= MAX_INT_STARTS) {
+        s->int_starts_full = 1; /* lookups of units not listed scan from the first int */
+        return;
+    }
+    s->int_starts[s->int_starts_n].card = card, s->int_starts[s->int_starts_n].dev = dev;
+    s->int_starts[s->int_starts_n++].first = index;
+}
+
 static void parse_line(struct state *s, const char *line)
 {
     char kind[NAME_BYTES], name[LINE_BYTES], key[LINE_BYTES];
@@ -347,6 +375,7 @@ static void parse_line(struct state *s, const char *line)
             long long value;
             if (next_token(p, token, sizeof token) == NULL || parse_int(token, &value) != 0)
                 return;
+            note_int_start(s, v[0], v[1], s->ints_n);
             s->ints[s->ints_n].card = v[0], s->ints[s->ints_n].dev = v[1];
             copy_text(s->ints[s->ints_n].key, KEY_BYTES, key);
             s->ints[s->ints_n++].value = value;
@@ -383,6 +412,7 @@ static void parse_file(struct state *s, size_t size)
     char line[LINE_BYTES];
     size_t start = 0;
     s->cards_n = s->chips_n = s->ints_n = s->texts_n = s->procs_n = s->errors_n = s->faults_n = 0;
+    s->int_starts_n = s->int_starts_full = 0;
     while (start < size) {
         const char *end = memchr(g_file + start, '\n', size - start);
         size_t length = end ? (size_t)(end - (g_file + start)) : size - start, n;
@@ -454,8 +484,9 @@ static int device_known(int card, int dev)
 
 static int get_int(long long card, long long dev, const char *key, long long *value)
 {
-    int i;
-    for (i = 0; i < g_state.ints_n; i++) {
+    const struct int_start *start = find_int_start(&g_state, card, dev);
+    int i = start != NULL ? start->first : (g_state.int_starts_full ? 0 : g_state.ints_n);
+    for (; i < g_state.ints_n; i++) {
         if (g_state.ints[i].card == card && g_state.ints[i].dev == dev && strcmp(g_state.ints[i].key, key) == 0) {
             *value = g_state.ints[i].value;
             return 1;
