@@ -208,3 +208,25 @@ def test_a_long_reason_is_cut_so_every_column_stays_on_screen():
         assert app.rows[0].reason == long  # the row keeps it whole (the node screen shows it)
 
     drive(Long(interval_s=0.2), body, size=(160, 30))
+
+
+def test_the_tables_keys_do_nothing_on_a_node_screen_and_help_lists_the_keys():
+    from npuwatch.widgets.tui.help_screen import HelpScreen
+
+    async def body(app: FleetApp, pilot: Pilot) -> None:
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, NodeScreen), "the node screen")
+        await pilot.press("slash", "s")
+        assert app.sort == "worst"
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, NodeScreen), "the fleet table")
+        assert not app.query_one("#filter").display  # no filter box was opened behind the node screen
+        assert app.focused is app.query_one("#nodes")
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        keys = dict(app.screen.keys)
+        assert "filter nodes by name (Enter keeps it, Esc clears it)" in keys.values()
+        assert any("node" in what and "chips" in what for what in keys.values())
+        await pilot.press("escape")
+
+    drive(FakeFleetFeed(interval_s=0.2), body)

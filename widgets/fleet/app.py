@@ -10,6 +10,7 @@ the table keeps the last nodes, marked stale (the feed marks them).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 import time
@@ -40,13 +41,24 @@ from npuwatch.widgets.fleet.rows import (
     sort_label,
 )
 from npuwatch.widgets.tui.app import fewer_collections
+from npuwatch.widgets.tui.help_screen import HelpScreen
 from npuwatch.widgets.tui.line import Line
 
 if TYPE_CHECKING:
     from textual.events import Resize
 
+#: The app's actions that act on the node table.
+TABLE_ACTIONS = frozenset({"sort", "filter", "clear_filter"})
+#: Keys that are not the app's own bindings.
+FLEET_KEYS: Tuple[Tuple[str, str], ...] = (
+    ("↑ ↓ / PgUp PgDn", "move between nodes"),
+    ("Enter", "the node: its chips as cards, levels, sparklines, processes"),
+    ("Tab / arrows", "on a node: move between its chips; Enter: the chip's detail"),
+    ("Esc", "back (a node → the fleet)"),
+)
 #: The Reason column's index, and the least room it keeps however narrow the terminal.
 REASON = COLUMNS.index("Reason")
+LEVEL = COLUMNS.index("Level")
 MIN_REASON = 24
 #: The dashboard's stylesheet (header, alerts line, chip grid, processes) and the fleet's own.
 CSS_FILES = ("../tui/npuwatch.tcss", "fleet.tcss")
@@ -99,6 +111,7 @@ class FleetApp(App[None]):
     AUTO_FOCUS = "#nodes"
     BINDINGS: ClassVar[List[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("question_mark", "help", "Help", tooltip="this help"),
         Binding("s", "sort", "Sort", tooltip="next order: worst first, node, AI Core, power, hottest, age"),
         Binding("slash", "filter", "Filter", tooltip="filter nodes by name (Enter keeps it, Esc clears it)"),
         Binding("r", "refresh", "Refresh", tooltip="refresh now"),
@@ -111,7 +124,8 @@ class FleetApp(App[None]):
         self.feed = feed
         self.banner = banner
         self.fleet: Optional[FleetSnapshot] = None
-        self.rows: Tuple[FleetRow, ...] = ()
+        self.rows: Tuple[FleetRow, ...] = ()  # as the table shows them
+        self._room = 0  # the Reason column's width they were drawn for
         self.sort = "worst"
         self.filter_text = ""
         self.histories = NodeHistories()
@@ -219,18 +233,37 @@ class FleetApp(App[None]):
                 screen.show(fleet.node(screen.node_name), fleet.error)
 
     def _render_table(self) -> None:
+        """Show the rows: when the same nodes stay in the same order (most refreshes), only the
+        cells that changed are updated; a new order or set of nodes rebuilds the table."""
         if self.fleet is None:
             return
         table: DataTable[Text] = self.query_one("#nodes", DataTable)
         chosen = self._cursor_node(table)
-        self.rows = fleet_rows(self.fleet, self.sort, self.filter_text)
-        room = reason_room(self.rows, self.size.width, table.cell_padding)
+        rows = fleet_rows(self.fleet, self.sort, self.filter_text)
+        room = reason_room(rows, self.size.width, table.cell_padding)
+        names = [row.node for row in rows]
+        if names == [row.node for row in self.rows] and room == self._room and table.row_count == len(rows):
+            for before, row in zip(self.rows, rows):
+                if row != before:
+                    self._update_row(table, before, row, room)
+            self.rows = rows
+            return
+        self.rows, self._room = rows, room
         table.clear()
-        for row in self.rows:
+        for row in rows:
             table.add_row(*row_cells(row, room), key=row.node)
-        names = [row.node for row in self.rows]
         if chosen in names:
             table.move_cursor(row=names.index(chosen), animate=False)
+
+    @staticmethod
+    def _update_row(table: DataTable[Text], before: FleetRow, row: FleetRow, room: int) -> None:
+        """Update the cells of ``row`` that read differently (all of them when its look changed)."""
+        restyled = (before.level, before.stale) != (row.level, row.stale)
+        changed = [
+            i for i, (was, now) in enumerate(zip(before.cells(), row.cells())) if restyled or was != now
+        ]
+        for index in changed:
+            table.update_cell(row.node, COLUMNS[index], cell_text(row, index, room), update_width=True)
 
     def _cursor_node(self, table: DataTable[Text]) -> Optional[str]:
         if not self.rows or table.row_count == 0:
@@ -296,6 +329,22 @@ class FleetApp(App[None]):
             self._render_header()
 
     # --- actions ---------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
+        # The table's keys act on the table only: hidden (and idle) while a node's screen is open.
+        return not (action in TABLE_ACTIONS and self.screen.id != "_default")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_keys()))
+
+    def help_keys(self) -> List[Tuple[str, str]]:
+        """(key, what it does): each binding's tooltip, then the keys of the table and node screens."""
+        keys: List[Tuple[str, str]] = []
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.tooltip:
+                first = dataclasses.replace(binding, key=binding.key.split(",")[0])
+                keys.append((self.get_key_display(first), binding.tooltip))
+        return [*keys, *FLEET_KEYS]
 
     def action_sort(self) -> None:
         self.sort = next_sort(self.sort)
@@ -390,19 +439,19 @@ def reason_room(rows: Sequence[FleetRow], width: int, padding: int = 1) -> int:
 def row_cells(row: FleetRow, reason_width: int = 0) -> Tuple[Text, ...]:
     """The table cells of a row: the level in its colour, a stale node dim (its reason first);
     the reason cut to ``reason_width`` columns when given."""
-    cells = [Text(inert(value)) for value in row.cells()]
-    if reason_width:
-        cells[REASON].truncate(reason_width, overflow="ellipsis")
+    return tuple(cell_text(row, index, reason_width) for index in range(len(COLUMNS)))
+
+
+def cell_text(row: FleetRow, index: int, reason_width: int = 0) -> Text:
+    """Cell ``index`` of ``row`` (see ``row_cells``)."""
+    cell = Text(inert(row.cells()[index]))
+    if index == REASON and reason_width:
+        cell.truncate(reason_width, overflow="ellipsis")
     if row.stale:
-        for cell in cells:
-            cell.stylize("dim")
-        cells[1].stylize("italic")
-        return tuple(cells)
-    style = LEVEL_STYLES[row.level.value]
-    cells[1].stylize(style)
-    if row.reason:
-        cells[REASON].stylize(style if row.level.value != "ok" else "")
-    return tuple(cells)
+        cell.stylize("dim italic" if index == LEVEL else "dim")
+    elif index == LEVEL or (index == REASON and row.level.value != "ok"):
+        cell.stylize(LEVEL_STYLES[row.level.value])
+    return cell
 
 
 def run_fleet_app(feed: FleetFeed, options: object = None) -> int:
