@@ -230,3 +230,14 @@ def test_the_tables_keys_do_nothing_on_a_node_screen_and_help_lists_the_keys():
         await pilot.press("escape")
 
     drive(FakeFleetFeed(interval_s=0.2), body)
+
+
+def test_a_refresh_updates_the_cells_that_changed_in_place():
+    async def body(app: FleetApp, pilot: Pilot) -> None:
+        table = app.query_one("#nodes", DataTable)
+        first = str(table.get_row_at(1)[9])  # node-gone's age: 95 s + the feed's clock
+        await until(pilot, lambda: str(table.get_row_at(1)[9]) != first, "the age to move on")
+        assert str(table.get_row_at(1)[0]) == "node-gone"
+        assert app.rows[1].age == str(table.get_row_at(1)[9])
+
+    drive(FakeFleetFeed(interval_s=0.5), body)

@@ -106,6 +106,34 @@ def test_live_view_refreshes_on_its_thread_sorts_filters_and_stops(widgets_ok):
     assert feed.closed and not view.running
 
 
+def test_picking_a_node_shows_its_chips_with_the_single_node_cards_and_plots(widgets_ok):
+    from npuwatch.widgets.notebook.fleet_view import FleetView
+
+    view = FleetView(FakeFleetFeed(interval_s=0.05))
+    wait_for(lambda: view.updates >= 1, "the first refresh")
+    assert [value for _, value in view.node_picker.options] == [
+        "",
+        "node-a3",
+        "node-alarm",
+        "node-gone",
+        "node-ok",
+    ]
+    view.node_picker.value = "node-alarm"  # the front-end's choice
+    html = view.state()["node_html"]
+    assert 'class="npuwatch-fleet-opened" data-node="node-alarm"' in html
+    assert "<li>NPU 3: Alarm</li>" in html
+    assert html.count("npuwatch-chip npuwatch-health-") == 8  # the single-node notebook's chips
+    assert "npuwatch-health-alarm" in html
+    updates = view.updates
+    wait_for(lambda: view.updates >= updates + 2, "two more refreshes")
+    assert view.node_picker.value == "node-alarm"  # kept across refreshes
+    assert len(view.histories.of("node-alarm").series((0, 0), "power_w")) >= 2
+    assert "<svg" in view.state()["node_html"]  # its plots
+    view.node_picker.value = ""
+    assert view.state()["node_html"] == ""
+    view.stop()
+
+
 def test_a_failing_source_keeps_the_rows_and_says_why(widgets_ok):
     from npuwatch.widgets.notebook.fleet_view import FleetView
 

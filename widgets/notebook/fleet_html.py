@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 from npuwatch.model import Level
 from npuwatch.widgets.fleet.rows import COLUMNS, FleetHeader, FleetRow
 from npuwatch.widgets.notebook.html_parts import BORDER, FONT, HEALTH_COLOURS, LEVEL_COLOURS, level_class
+from npuwatch.widgets.notebook.live_html import chips_html
+from npuwatch.widgets.view_model import ViewModel
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;white-space:nowrap"
 _REASON = "padding:2px 10px 2px 0;text-align:left;vertical-align:top;max-width:360px;white-space:normal"
@@ -92,6 +94,38 @@ def _row_html(row: FleetRow) -> str:
         *(f'<td style="{_CELL}">{escape(text)}</td>' for text in row.cells()[4:]),
     ]
     return f'<tr class="{classes}" data-node="{escape(row.node)}" style="{dim[1:]}">{"".join(cells)}</tr>'
+
+
+def chips_of(view: ViewModel, slots: int, layout: str) -> str:
+    """A node's chips as the single-node notebook draws them (cards, or a row each)."""
+    return chips_html(view, slots, None, layout)
+
+
+def node_html(row: FleetRow, chips: str) -> str:
+    """One node opened under the table: its name, level, chips OK, every reason, then ``chips``."""
+    reasons = "".join(f"<li>{escape(reason)}</li>" for reason in row.reasons)
+    listed = (
+        f'<ul class="npuwatch-fleet-reasons" style="margin:2px 0;padding-left:16px;font-size:12px;'
+        f'color:{"inherit" if row.stale else LEVEL_COLOURS[row.level]}">{reasons}</ul>'
+        if reasons
+        else '<div style="font-size:12px;opacity:0.7">✔ every chip OK</div>'
+    )
+    nothing = "" if chips else '<div style="opacity:0.8">No chips were read from this node.</div>'
+    return (
+        f'<div class="npuwatch-fleet-opened" data-node="{escape(row.node)}" style="font-family:{FONT};'
+        f'margin-top:8px;border-top:1px solid {BORDER};padding-top:6px">'
+        f'<div style="font-size:13px"><b>{escape(row.node)}</b> {level_badge_html(row)} '
+        f'<span style="opacity:0.8">· {escape(row.chips)} chips OK · data {escape(row.age)} old</span></div>'
+        f"{listed}{chips}{nothing}</div>"
+    )
+
+
+def node_missing_html(name: str) -> str:
+    """The chosen node is no longer in the fleet's source."""
+    return (
+        f'<div class="npuwatch-fleet-opened" style="font-family:{FONT};margin-top:8px;color:#ef6c00">'
+        f"{escape(name)} is not in the latest refresh.</div>"
+    )
 
 
 def fleet_text(rows: Sequence[FleetRow], header: Optional[FleetHeader], status: str, source: str = "") -> str:

@@ -16,17 +16,25 @@ import weakref
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from npuwatch.crash import crash_line
+from npuwatch.history import History
 from npuwatch.poller import Poller
-from npuwatch.widgets.fleet.rows import SORTS, FleetHeader, FleetRow, fleet_header, fleet_rows
+from npuwatch.widgets.fleet.histories import NodeHistories
+from npuwatch.widgets.fleet.rows import SORTS, FleetHeader, FleetRow, fleet_header, fleet_rows, node_row
 from npuwatch.widgets.notebook import fleet_html
+from npuwatch.widgets.notebook.layout import resolve_layout
 from npuwatch.widgets.notebook.live_html import crash_html
 from npuwatch.widgets.notebook.live_view import import_ipywidgets
+from npuwatch.widgets.view_model import build_view
 
 if TYPE_CHECKING:
     from npuwatch.fleet.model import FleetSnapshot
     from npuwatch.widgets.fleet.app import FleetFeed
 
 WAITING = "waiting for the first refresh…"
+#: The node picker's "no node" entry.
+NO_NODE = ("— open a node —", "")
+#: Points of each plot of an opened node's chips.
+NODE_POINTS = 120
 WHERE = "the notebook fleet view"
 _RUNNING: weakref.WeakSet[FleetView] = weakref.WeakSet()
 
@@ -47,6 +55,10 @@ class FleetView:
         self.status = WAITING
         self.crash_line: Optional[str] = None
         self.updates = 0
+        self.node_choice = ""  # the node whose chips are shown under the table ("" for none)
+        self.histories = NodeHistories(capacity=NODE_POINTS)
+        self._names: Tuple[str, ...] = ()
+        self._picking = False  # the picker's options are being replaced (not the user's choice)
         self._lock = threading.RLock()
         self._first = threading.Event()
         self._stop = threading.Event()
@@ -64,12 +76,17 @@ class FleetView:
         self.filter_box = widgets.Text(
             value=filter_text, placeholder="filter nodes by name", layout=widgets.Layout(width="220px")
         )
+        self.node_picker = widgets.Dropdown(
+            options=[NO_NODE], value="", description="node", layout=widgets.Layout(width="320px")
+        )
         self.table = html("")
+        self.node = html("")
         self.crash = html("")
         self.sorter.observe(self._on_sort, names="value")
         self.filter_box.observe(self._on_filter, names="value")
-        controls = widgets.HBox([self.sorter, self.filter_box])
-        self.widget = widgets.VBox([self.header, controls, self.crash, self.table])
+        self.node_picker.observe(self._on_pick, names="value")
+        controls = widgets.HBox([self.sorter, self.filter_box, self.node_picker])
+        self.widget = widgets.VBox([self.header, controls, self.crash, self.table, self.node])
         self.widget.add_class("npuwatch-fleet-live")
         self.widget.observe(self._on_comm_change, names="comm")
         self._watch_comm_close()
@@ -128,6 +145,7 @@ class FleetView:
     def _tick(self) -> None:
         try:
             fleet = self.feed.sample()
+            self.histories.add(fleet, self.node_choice or None)
         except Exception as exc:  # the feed turns source failures into FleetSnapshot.error: a bug
             self._on_crash(self._crash_line(exc))
             return
@@ -155,7 +173,61 @@ class FleetView:
         self.crash.value = ""
         self.header.value = fleet_html.header_html(self.head, self.status, self._source)
         self.table.value = fleet_html.table_html(self.rows, bool(self.filter_text))
+        self._update_picker(tuple(sorted(node.node for node in fleet.nodes)))
+        self.node.value = self._node_html()
         self.updates += 1
+
+    def _update_picker(self, names: Tuple[str, ...]) -> None:
+        """The picker lists the fleet's nodes; a chosen node that is still there stays chosen."""
+        if names == self._names:
+            return
+        self._names = names
+        self._picking = True
+        try:
+            self.node_picker.options = [NO_NODE, *((name, name) for name in names)]
+            self.node_picker.value = self.node_choice if self.node_choice in names else ""
+        finally:
+            self._picking = False
+
+    def _node_html(self) -> str:
+        """The chosen node's chips with the single-node notebook's cards or table, and plots."""
+        name, fleet = self.node_choice, self.fleet
+        if not name or fleet is None:
+            return ""
+        node = fleet.node(name)
+        if node is None:
+            return fleet_html.node_missing_html(name)
+        if node.snapshot is None:
+            return fleet_html.node_html(node_row(node), "")
+        window = f"{NODE_POINTS * self.feed.interval_s / 60:g} min"
+        view = build_view(node.snapshot, self.histories.of(name), points=NODE_POINTS, window=window)
+        layout = resolve_layout("auto", len(view.chips))
+        return fleet_html.node_html(node_row(node), fleet_html.chips_of(view, NODE_POINTS, layout))
+
+    def _on_pick(self, change: Dict[str, Any]) -> None:
+        """A node chosen in the picker (on the kernel's main thread): its chips under the table,
+        its history from the feed when the feed keeps one (fetched on a thread)."""
+        if self._picking:
+            return
+        name = str(change.get("new") or "")
+        with self._lock:
+            self.node_choice = name
+            self.node.value = self._node_html()
+        if name and callable(getattr(self.feed, "node_history", None)):
+            threading.Thread(
+                target=self._fetch_history, args=(name,), name="npuwatch-fleet-history", daemon=True
+            ).start()
+
+    def _fetch_history(self, name: str) -> None:
+        try:
+            found = self.feed.node_history(name)  # type: ignore[attr-defined]
+        except Exception:  # a feed's history is a bonus: the accumulated one stays
+            return
+        if isinstance(found, History):
+            with self._lock:
+                self.histories.adopt(name, found)
+                if self.node_choice == name and not self._stop.is_set():
+                    self.node.value = self._node_html()
 
     def _redraw(self) -> None:
         """The order or the filter changed (on the kernel's main thread): the same fleet again."""
@@ -227,6 +299,8 @@ class FleetView:
                 "nodes": [row.node for row in self.rows],
                 "levels": [row.level_text for row in self.rows],
                 "stale": [row.node for row in self.rows if row.stale],
+                "node": self.node_choice,
+                "node_html": self.node.value,
                 "updates": self.updates,
                 "crash": self.crash_line,
                 "running": self.running,
