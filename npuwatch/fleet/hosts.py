@@ -10,6 +10,7 @@ is compared with ours through the HTTP ``Date`` header of its answer.
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import json
 import socket
 import threading
@@ -70,6 +71,11 @@ def _address(word: str) -> str:
     else:
         host, _, port_text = text.partition(":")
         rest = f":{port_text}" if port_text else ""
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"not a host:port: {word!r}") from None
     port_text = rest[1:] if rest.startswith(":") else ""
     if not host or (rest and not rest.startswith(":")) or (port_text and not port_text.isdigit()):
         raise ValueError(f"not a host:port: {word!r}")
@@ -93,9 +99,9 @@ class Answer:
 def fetch(address: str, timeout_s: float) -> Answer:
     """``GET http://<address>/snapshot`` within ``timeout_s``."""
     url = f"http://{address}/snapshot"
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
     started = time.time()
     try:
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             raw = answer.read(MAX_SNAPSHOT_BYTES + 1)
             date = answer.headers.get("Date")

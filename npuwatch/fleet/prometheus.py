@@ -226,9 +226,7 @@ def _unreachable(url: str, reason: object, timeout_s: float) -> PrometheusError:
             f"({_one_line(reason.verify_message or reason)}): give --ca-file FILE, or --insecure"
         )
     if isinstance(reason, ConnectionRefusedError):
-        return UnreachableError(
-            f"cannot reach Prometheus at {url}: connection refused (is it running there?)"
-        )
+        return UnreachableError(f"cannot reach Prometheus at {url}: connection refused (is it running?)")
     if isinstance(reason, socket.gaierror):
         return UnreachableError(f"cannot reach Prometheus at {url}: unknown host ({_one_line(reason)})")
     return UnreachableError(f"cannot reach Prometheus at {url}: {_one_line(reason)}")

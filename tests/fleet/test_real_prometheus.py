@@ -25,6 +25,7 @@ from tests.fleet.cluster import (
     run_fleet,
     wait_until,
 )
+from tests.fleet.test_series import schema_validator
 
 SCENARIOS = ("chip-alarm", "a3", "910b-training")
 COMPARED = ("power_w", "temperature_c", "aicore_percent", "hbm_used_mib", "hbm_total_mib")
@@ -73,6 +74,7 @@ def fleet_json(cluster: Cluster, *extra: str) -> Dict:
     result = run_fleet("--prometheus", cluster.prometheus.url, "--json", *extra)
     document = first_line_json(result)
     assert document is not None, result.stderr
+    schema_validator().validate(document)
     document["_exit"] = result.returncode
     document["_stderr"] = result.stderr
     return document
@@ -208,6 +210,7 @@ def test_hosts_polls_the_three_servers(cluster: Cluster):
     assert (result.returncode, result.stderr) == (0, "")
     fleet = first_line_json(result)
     assert fleet is not None
+    schema_validator().validate(fleet)
     assert [n["chips_total"] for n in fleet["nodes"]].count(16) == 1
     assert fleet["chips_total"] == 32
     first = fleet["nodes"][0]

@@ -1,0 +1,254 @@
+"""`npuwatch fleet` on bad input: each a clear one-line message and exit 1 (64 for a bad option), never a
+traceback; only the query API is ever asked (nothing is written to Prometheus or the nodes)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import pytest
+
+from npuwatch import snapshot_json
+from npuwatch.cli import EXIT_USAGE, main
+from npuwatch.model import ChipIdentity, ChipSample, Health, Snapshot
+from tests.fleet.cluster import free_port, run_fleet
+
+Reply = Tuple[int, str, bytes, float]  # status, content type, body, delay before answering
+
+
+class FakeServer:
+    """Answers every request with ``reply(method, path)``; records what it was asked."""
+
+    def __init__(self, reply: Callable[[str, str], Reply], date_offset_s: float = 0.0) -> None:
+        self.asked: List[Tuple[str, str, Optional[str]]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                server.asked.append(
+                    (self.command, self.path.split("?")[0], self.headers.get("Authorization"))
+                )
+                status, kind, body, delay = reply(self.command, self.path)
+                time.sleep(delay)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Date", formatdate(time.time() + date_offset_s, usegmt=True))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def do_GET(self) -> None:
+                self.answer()
+
+            def do_POST(self) -> None:
+                self.answer()
+
+            def do_PUT(self) -> None:
+                self.answer()
+
+            def date_time_string(self, timestamp: Optional[float] = None) -> str:
+                return formatdate(time.time() + date_offset_s, usegmt=True)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def serve_fake() -> Iterator[Callable[..., FakeServer]]:
+    made: List[FakeServer] = []
+
+    def start(reply: Callable[[str, str], Reply], date_offset_s: float = 0.0) -> FakeServer:
+        server = FakeServer(reply, date_offset_s)
+        made.append(server)
+        return server
+
+    yield start
+    for server in made:
+        server.stop()
+
+
+def fixed(status: int, body: bytes, kind: str = "application/json", delay: float = 0.0) -> Callable:
+    return lambda method, path: (status, kind, body, delay)
+
+
+def one_line(result) -> str:
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("npuwatch fleet: ")
+    return lines[0]
+
+
+def test_prometheus_unreachable():
+    url = f"http://127.0.0.1:{free_port()}"
+    result = run_fleet("--prometheus", url, "--json")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert (
+        one_line(result)
+        == f"npuwatch fleet: cannot reach Prometheus at {url}: connection refused (is it running?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (404, b"404 page not found\n", "text/plain"),
+        (200, b"<html><title>Grafana</title></html>", "text/html"),
+        (200, b'{"hello": "world"}', "application/json"),
+    ],
+)
+def test_a_url_that_is_not_a_prometheus_api(serve_fake, status, body, kind):
+    server = serve_fake(fixed(status, body, kind))
+    result = run_fleet("--prometheus", server.url + "/", "--json")
+    assert (result.returncode, result.stdout) == (1, "")
+    line = one_line(result)
+    assert f"{server.url} is not a Prometheus API: POST /api/v1/query answered HTTP {status}" in line
+    assert "give the server's base URL" in line
+
+
+def test_401_asks_for_credentials_and_403_says_they_were_refused(serve_fake, tmp_path: Path):
+    server = serve_fake(fixed(401, b"Unauthorized\n", "text/plain"))
+    result = run_fleet("--prometheus", server.url, "--json")
+    assert result.returncode == 1
+    assert "HTTP 401 Unauthorized): give --basic-auth USER:PASSWORD or --bearer-token-file FILE" in one_line(
+        result
+    )
+    assert server.asked[-1][2] is None
+    refused = serve_fake(fixed(403, b"Forbidden\n", "text/plain"))
+    result = run_fleet("--prometheus", refused.url, "--json", "--basic-auth", "ops:s3cret:x")
+    assert "HTTP 403 Forbidden): the credentials were refused" in one_line(result)
+    assert refused.asked[-1][2] == "Basic " + base64.b64encode(b"ops:s3cret:x").decode()
+    token = tmp_path / "token"
+    token.write_text("abc.def\n")
+    result = run_fleet("--prometheus", refused.url, "--json", "--bearer-token-file", str(token))
+    assert result.returncode == 1
+    assert refused.asked[-1][2] == "Bearer abc.def"
+
+
+def test_a_query_timeout_either_way(serve_fake):
+    slow = serve_fake(fixed(200, b"{}", delay=5.0))
+    started = time.monotonic()
+    result = run_fleet("--prometheus", slow.url, "--json", "--timeout", "1")
+    assert time.monotonic() - started < 4.5
+    assert (
+        one_line(result) == f"npuwatch fleet: Prometheus at {slow.url} did not answer within 1 s (--timeout)"
+    )
+    gave_up = json.dumps(
+        {"status": "error", "errorType": "timeout", "error": "query timed out in expression"}
+    )
+    server = serve_fake(fixed(503, gave_up.encode()))
+    result = run_fleet("--prometheus", server.url, "--json")
+    assert result.returncode == 1
+    assert one_line(result).endswith("gave up on the query (timeout): query timed out in expression")
+
+
+def test_only_the_query_api_is_asked(serve_fake):
+    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    server = serve_fake(fixed(200, empty))
+    result = run_fleet("--prometheus", server.url, "--json", "--selector", '{job="npu"}')
+    assert result.returncode == 1
+    assert 'has no NPU series matching {job="npu"} in the last 300 s' in one_line(result)
+    assert {(method, path) for method, path, _ in server.asked} == {("POST", "/api/v1/query")}
+
+
+def snapshot_document(taken_at: datetime) -> bytes:
+    chips = (
+        ChipSample(ChipIdentity(0, 0, name="910B3"), health=Health.OK, temperature_c=40, aicore_percent=10),
+    )
+    snapshot = Snapshot(taken_at=taken_at, source="demo:x", chips=chips)
+    return snapshot_json.dumps(snapshot).encode()
+
+
+def test_hosts_a_node_whose_clock_is_off_is_named(serve_fake):
+    ahead = 3600.0
+    body = snapshot_document(datetime.fromtimestamp(time.time() + ahead, timezone.utc))
+    server = serve_fake(fixed(200, body), date_offset_s=ahead)
+    result = run_fleet("--hosts", server.address, "--json")
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith(f"npuwatch fleet: {server.address}: its clock is ")
+    # 3600 s within the Date header's whole second:
+    assert re.search(r"clock is (3599|3600|3601) s ahead of this machine's \(fix NTP on the node\)$", line)
+    (node,) = json.loads(result.stdout)["nodes"]
+    assert (node["stale"], node["chips_total"], node["level"]) == (False, 1, "ok")
+    assert node["clock_offset_s"] == pytest.approx(ahead, abs=2)
+    assert {(method, path) for method, path, _ in server.asked} == {("GET", "/snapshot")}
+
+
+def test_hosts_a_slow_node_and_a_stranger_cost_the_others_nothing(serve_fake):
+    good = serve_fake(fixed(200, snapshot_document(datetime.now(timezone.utc))))
+    slow = serve_fake(fixed(200, b"{}", delay=8.0))
+    stranger = serve_fake(fixed(404, b"not found", "text/plain"))
+    started = time.monotonic()
+    result = run_fleet(
+        "--hosts", f"{good.address},{slow.address},{stranger.address}", "--json", "--timeout", "1"
+    )
+    assert time.monotonic() - started < 6
+    assert result.returncode == 1
+    nodes = {n["instance"]: n for n in json.loads(result.stdout)["nodes"]}
+    assert nodes[good.address]["stale"] is False and nodes[good.address]["chips_total"] == 1
+    assert nodes[slow.address]["stale_reason"] == "no answer within 1 s"
+    assert nodes[stranger.address]["stale_reason"] == "not npuwatch serve: GET /snapshot answered HTTP 404"
+    assert len(result.stderr.splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "fleet: give one of --prometheus URL, --hosts host:port,… or --replay FILE"),
+        (["--prometheus", "http://p:9090", "--hosts", "a:1"], "(got --prometheus, --hosts)"),
+        (["--prometheus", "http://p:9090", "--selector", "up"], "fleet --selector: not a series selector"),
+        (["--prometheus", "http://p:9090", "--basic-auth", "nocolon"], "expected USER:PASSWORD"),
+        (["--prometheus", "ftp://p"], "fleet --prometheus: not an http(s) URL"),
+        (["--hosts", "a:b:c:x"], "fleet --hosts: not a host:port"),
+        (["--hosts", "@/nonexistent/hosts.txt"], "cannot read the hosts file"),
+        (["--hosts", "a:1", "--json", "--record", "x"], "--json and --record do not go together"),
+        (["--replay", "/nonexistent.ndjson"], "fleet --replay: cannot read the recording"),
+    ],
+)
+def test_bad_options_are_usage_errors(capsys, argv, message):
+    assert main(["fleet", *argv]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_without_the_live_view_a_clear_message_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "npuwatch.widgets.fleet.app", None)
+    assert main(["fleet", "--hosts", f"127.0.0.1:{free_port()}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("npuwatch fleet: the live fleet view is not available")
+    assert "--json" in err
