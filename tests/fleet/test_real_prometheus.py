@@ -240,6 +240,25 @@ def test_hosts_with_an_unreachable_address_marks_only_it_stale(cluster: Cluster)
     assert fleet["nodes"][0]["instance"] == cluster.serves["chip-alarm"].address
 
 
+def test_a_node_opened_gets_its_history_from_range_queries(cluster: Cluster):
+    from npuwatch.fleet.feed import FleetFeed, PrometheusSource
+    from npuwatch.fleet.prometheus import Prometheus
+
+    source = PrometheusSource(Prometheus(cluster.prometheus.url), matchers='job="npu"')
+    with FleetFeed(source, 1.0) as feed:
+        fleet = feed.sample()
+        a3 = cluster.serves["a3"]
+        node = fleet.node(a3.address)
+        assert node is not None and node.chips_total == 16
+        history = feed.node_history(a3.address)
+    assert history is not None
+    assert len(history.chips()) == 16
+    snapshot = a3.snapshot()
+    power = history.values((0, 0), "power_w")
+    assert len(power) >= 2  # points every 5 s since the demo started being scraped
+    assert power[-1] == snapshot["chips"][0]["power_w"]
+
+
 def test_stopping_a_serve_makes_its_node_stale_within_two_scrape_intervals(cluster: Cluster):
     # Last in this module: it stops one of the servers the tests above read.
     serve = cluster.serves["910b-training"]
