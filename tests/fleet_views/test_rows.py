@@ -132,3 +132,16 @@ def test_node_histories_add_each_snapshot_once_and_keep_only_the_opened_node_of_
     big = NodeHistories(capacity=10, keep_all_up_to_chips=4)
     big.add(first, opened="node-a3")
     assert big.nodes() == ("node-a3",)
+
+
+def test_a_source_that_fails_before_any_data_says_so_without_claiming_last_data():
+    from npuwatch.widgets.notebook import fleet_html
+
+    fleet = FleetSnapshot(AT, "prometheus:http://127.0.0.1:9", error="cannot reach Prometheus: refused")
+    head = fleet_header(fleet)
+    assert fleet_rows(fleet) == ()
+    assert head.error_line == "✖ cannot reach Prometheus: refused (no data yet)"
+    html = fleet_html.header_html(head, "source failing")
+    assert "(no data yet)" in html and "showing the last data" not in html
+    with_nodes = fleet_header(crafted_fleet(error="cannot reach Prometheus: refused"))
+    assert with_nodes.error_line == "✖ cannot reach Prometheus: refused — showing the last data, marked stale"

@@ -306,9 +306,7 @@ class FleetApp(App[None]):
             return
         head = fleet_header(fleet)
         if head.error:
-            text = Text(f"✖ {inert(head.error)}", style="bold red")
-            text.append(" — showing the last data, marked stale", style="red")
-            line.set(text)
+            line.set(Text(inert(head.error_line), style="bold red"))
             return
         text = Text(head.summary, style=LEVEL_STYLES[head.level.value])
         shown = len(self.rows)

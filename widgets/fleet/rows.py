@@ -93,6 +93,17 @@ class FleetHeader:
     level: Level
     error: Optional[str]  # the source failed this refresh: the rows are the last ones, marked stale
     warnings: Tuple[str, ...]
+    nodes: int = 0
+
+    @property
+    def error_line(self) -> str:
+        """``✖ <error> — showing the last data, marked stale`` (``(no data yet)`` before any); empty
+        when the source answered."""
+        if not self.error:
+            return ""
+        if not self.nodes:
+            return f"✖ {self.error} (no data yet)"
+        return f"✖ {self.error} — showing the last data, marked stale"
 
 
 def fleet_rows(snapshot: FleetSnapshot, sort: str = "worst", filter_text: str = "") -> Tuple[FleetRow, ...]:
@@ -138,6 +149,7 @@ def fleet_header(snapshot: FleetSnapshot) -> FleetHeader:
         level=snapshot.level,
         error=snapshot.error,
         warnings=snapshot.warnings,
+        nodes=nodes,
     )
 
 

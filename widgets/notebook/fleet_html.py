@@ -49,7 +49,7 @@ def header_html(header: Optional[FleetHeader], status: str, source: str = "") ->
         line = (
             f'<div class="npuwatch-fleet-error" '
             f'style="font-family:{FONT};font-size:12px;color:{ERROR_COLOUR}">'
-            f"✖ {escape(header.error)} — showing the last data, marked stale</div>"
+            f"{escape(header.error_line)}</div>"
         )
     else:
         colour = LEVEL_COLOURS[header.level]
@@ -133,9 +133,7 @@ def fleet_text(rows: Sequence[FleetRow], header: Optional[FleetHeader], status: 
     if header is None:
         return f"npuwatch fleet ({source}): {status}"
     lines = [f"npuwatch fleet · {header.source} · {header.updated} · {status}"]
-    lines.append(
-        f"✖ {header.error} — showing the last data, marked stale" if header.error else header.summary
-    )
+    lines.append(header.error_line or header.summary)
     table = [COLUMNS, *(row.cells() for row in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     for line in table:
