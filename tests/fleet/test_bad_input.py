@@ -6,6 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -20,6 +23,7 @@ import pytest
 from npuwatch import snapshot_json
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.model import ChipIdentity, ChipSample, Health, Snapshot
+from tests.conftest import need
 from tests.fleet.cluster import free_port, run_fleet
 
 Reply = Tuple[int, str, bytes, float]  # status, content type, body, delay before answering
@@ -252,3 +256,50 @@ def test_without_the_live_view_a_clear_message_and_exit_2(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("npuwatch fleet: the live fleet view is not available")
     assert "--json" in err
+
+
+def self_signed(tmp_path: Path) -> Tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    return cert, key
+
+
+def test_tls_is_verified_unless_told_otherwise(serve_fake, tmp_path: Path):
+    need(shutil.which("openssl") is not None, "openssl is not installed")
+    cert, key = self_signed(tmp_path)
+    empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    server = serve_fake(fixed(200, empty))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    url = f"https://{server.address}"
+    untrusted = run_fleet("--prometheus", url, "--json")
+    assert untrusted.returncode == 1
+    line = one_line(untrusted)
+    assert "its TLS certificate is not trusted" in line and "give --ca-file FILE, or --insecure" in line
+    assert server.asked == []
+    for trust in (["--ca-file", str(cert)], ["--insecure"]):
+        trusted = run_fleet("--prometheus", url, "--json", *trust)
+        assert "has no NPU series" in one_line(trusted)  # through: Prometheus answered

@@ -141,6 +141,19 @@ def test_workload_classes_are_the_ones_each_serve_judged(cluster: Cluster):
     wait_until(same, 30, "the fleet's workload classes equal to each /snapshot's")
 
 
+def test_without_a_selector_every_target_with_npu_series_is_a_node(cluster: Cluster):
+    result = run_fleet("--prometheus", cluster.prometheus.url, "--json")
+    fleet = first_line_json(result)
+    assert fleet is not None
+    wanted = {s.address for s in cluster.serves.values()} | {
+        cluster.expositions[job].address for job in ("npu-exporter", "npu-exporter-behind")
+    }
+    assert {n["instance"] for n in fleet["nodes"]} == wanted  # Prometheus itself is no node
+    assert fleet["chips_total"] == 48
+    assert any("series skipped: no npu_id or id label" in w for w in fleet["warnings"])
+    assert result.returncode == 1
+
+
 def test_npu_exporter_series_are_judged_by_the_same_judge(cluster: Cluster):
     fleet = fleet_json(cluster, "--selector", '{job="npu-exporter"}')
     assert (fleet["_exit"], fleet["_stderr"]) == (0, "")
