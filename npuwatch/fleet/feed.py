@@ -222,7 +222,7 @@ class FleetFeed:
         if node is None or reader is None:
             return None
         try:
-            snapshots: List[Snapshot] = reader(node.instance)
+            snapshots: List[Snapshot] = reader(node.instance, step_s=max(1.0, self.interval_s))
         except PrometheusError:
             return None
         history = History.for_span(self.interval_s)
@@ -342,8 +342,8 @@ class ReplaySource:
             self._position += 1
         return self.fleets[self._position]
 
-    def node_history(self, instance: str) -> List[Snapshot]:
-        """The node's recorded snapshots up to the position."""
+    def node_history(self, instance: str, step_s: float = 1.0) -> List[Snapshot]:
+        """The node's recorded snapshots up to the position (every one: ``step_s`` is not used)."""
         out: List[Snapshot] = []
         for fleet in self.fleets[: self._position + 1]:
             node = next((n for n in fleet.nodes if n.instance == instance), None)
