@@ -6,9 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -23,7 +21,6 @@ import pytest
 from npuwatch import snapshot_json
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.model import ChipIdentity, ChipSample, Health, Snapshot
-from tests.conftest import need
 from tests.fleet.cluster import free_port, run_fleet
 
 Reply = Tuple[int, str, bytes, float]  # status, content type, body, delay before answering
@@ -258,37 +255,13 @@ def test_without_the_live_view_a_clear_message_and_exit_2(monkeypatch, capsys):
     assert "--json" in err
 
 
-def self_signed(tmp_path: Path) -> Tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        capture_output=True,
-        timeout=60,
-    )
-    assert made.returncode == 0, made.stderr
-    return cert, key
+#: A self-signed certificate for 127.0.0.1 (valid until 2126) and its key: test data only.
+CERT = Path(__file__).parent / "data" / "loopback-test-cert.pem"
+KEY = Path(__file__).parent / "data" / "loopback-test-key.pem"
 
 
 def test_tls_is_verified_unless_told_otherwise(serve_fake, tmp_path: Path):
-    need(shutil.which("openssl") is not None, "openssl is not installed")
-    cert, key = self_signed(tmp_path)
+    cert, key = CERT, KEY
     empty = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
     server = serve_fake(fixed(200, empty))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
