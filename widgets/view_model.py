@@ -499,6 +499,8 @@ def evidence_text(key: str, value: EvidenceValue) -> str:
     if isinstance(value, str):
         return value
     unit = _evidence_row(key)[1]
+    if unit == "W" and float(value).is_integer():  # a rating: 400 W, not 400.0 W
+        return f"{value:.0f} W"
     if unit in ("%", "MiB", "W", "°C"):
         return fmt.with_unit(value, unit)
     number = f"{value:.0f}" if abs(value) >= 100 or float(value).is_integer() else f"{value:g}"

@@ -290,6 +290,7 @@ def test_evidence_is_shown_in_its_unit() -> None:
     assert evidence_text("aicore_freq_mhz", 1342.5) == "1342 MHz"
     assert evidence_text("temperature_c", 84.2) == "84 °C"
     assert evidence_text("power_w", 372.44) == "372.4 W"
+    assert evidence_text("rated_power_w", 400.0) == "400 W"
     assert evidence_text("host_cpu_percent", 240.0) == "240%"
     assert evidence_text("pid", 48211) == "48211"
     assert evidence_text("process", "python3") == "python3"
