@@ -18,6 +18,7 @@ import math
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,13 +26,13 @@ from typing import IO, Any, Dict, List, Optional, Protocol, Sequence, Tuple, Uni
 
 from npuwatch.fleet import fleet_json
 from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
-from npuwatch.fleet.prometheus import Prometheus, PrometheusError
+from npuwatch.fleet.prometheus import Prometheus, PrometheusError, QueryTimeoutError, Sample
 from npuwatch.fleet.series import (
     DEFAULT_LOOKBACK_S,
     DEFAULT_STALE_AFTER_S,
     EXPORTED_CHIP_METRICS,
     HEALTH,
-    fleet_query,
+    fleet_queries,
     last_seen_query,
     read_nodes,
 )
@@ -39,6 +40,8 @@ from npuwatch.history import HISTORY_METRICS, History
 from npuwatch.model import ChipIdentity, ChipSample, Level, Snapshot, worst
 from npuwatch.recording import MAX_SNAPSHOTS, RecordingError, RecordingWriter, _StreamReader
 
+#: Queries of one refresh run this many at a time.
+PARALLEL_QUERIES = 8
 #: How far back a node's history reaches when a view opens it.
 HISTORY_SPAN_S = 900.0
 
@@ -75,7 +78,7 @@ class PrometheusSource:
         self.lookback_s = lookback_s
         self.stale_after_s = stale_after_s
         self.node_label = node_label
-        self._query = fleet_query(matchers, lookback_s)
+        self._queries = fleet_queries(matchers, lookback_s)
 
     @property
     def label(self) -> str:
@@ -85,13 +88,15 @@ class PrometheusSource:
     def read(self) -> FleetSnapshot:
         """The fleet now; ``PrometheusError`` when Prometheus cannot say, ``EmptyFleetError`` when it
         holds no NPU series."""
-        samples, evaluated = self.client.query(self._query)
-        if math.isnan(evaluated):
+        _, evaluated = self.client.query("time()")  # Prometheus' now: every query at the same instant
+        if not math.isfinite(evaluated):
             evaluated = time.time()
+        samples = self._ask_all(evaluated)
         reading = self._read(samples, evaluated, None)
         if reading.unseen:
             step = max(1.0, self.lookback_s / 60.0)
-            seen, _ = self.client.query(last_seen_query(self.matchers, reading.unseen, self.lookback_s, step))
+            query = last_seen_query(self.matchers, reading.unseen, self.lookback_s, step)
+            seen, _ = self.client.query(query, at=evaluated)
             last = {s.labels.get("instance", ""): s.value for s in seen if math.isfinite(s.value)}
             reading = self._read(samples, evaluated, last)
         if not reading.nodes:
@@ -102,6 +107,19 @@ class PrometheusSource:
             nodes=reading.nodes,
             warnings=reading.warnings,
         )
+
+    def _ask_all(self, at: float) -> List[Tuple[str, Sample]]:
+        """Every query of a refresh side by side, within one ``timeout_s`` for all of them."""
+        pool = ThreadPoolExecutor(max_workers=PARALLEL_QUERIES, thread_name_prefix="fleet-query")
+        try:
+            futures = [(tag, pool.submit(self.client.query, expr, at)) for tag, expr in self._queries]
+            _, pending = wait([f for _, f in futures], timeout=self.client.timeout_s + 1.0)
+            if pending:
+                url, limit = self.client.url, self.client.timeout_s
+                raise QueryTimeoutError(f"Prometheus at {url} did not answer within {limit:g} s (--timeout)")
+            return [(tag, sample) for tag, future in futures for sample in future.result()[0]]
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _read(self, samples: Sequence[Any], evaluated: float, last: Optional[Dict[str, float]]) -> Any:
         return read_nodes(

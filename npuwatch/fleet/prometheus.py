@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 #: How much of an answer is read at most (a 500-node × 16-chip fleet's query answers ~10 MB).
 MAX_ANSWER_BYTES = 256 << 20
@@ -43,10 +43,10 @@ class UnreachableError(PrometheusError):
     """No connection: refused, unknown host, network down, TLS refused."""
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One series of an instant vector: its labels (``__name__`` included when kept), value and
-    timestamp (seconds since the epoch, on Prometheus' clock)."""
+    timestamp (seconds since the epoch, on Prometheus' clock).  A named tuple: a 500-node fleet's
+    refresh reads ~120 000 of them."""
 
     labels: Mapping[str, str]
     value: float
@@ -233,13 +233,13 @@ def _unreachable(url: str, reason: object, timeout_s: float) -> PrometheusError:
 
 
 def _sample(item: Any) -> Sample:
-    if not isinstance(item, dict):
-        raise NotPrometheusError("a result entry is not an object")
-    labels = item.get("metric")
-    value = item.get("value")
-    if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-        raise NotPrometheusError("a result entry has no metric or value")
-    return Sample({str(k): str(v) for k, v in labels.items()}, _number(value[1]), _number(value[0]))
+    try:
+        labels, (at, value) = item["metric"], item["value"]
+        if type(labels) is not dict or not all(type(v) is str for v in labels.values()):
+            raise TypeError
+        return Sample(labels, _number(value), _number(at))  # JSON's keys are strings already
+    except (KeyError, TypeError, ValueError):
+        raise NotPrometheusError("a result entry has no metric or value") from None
 
 
 def _series(item: Any) -> Series:

@@ -1,14 +1,16 @@
 """Provides PrometheusSource: the fleet read from Prometheus, ``npuwatch serve`` and npu-exporter alike.
 
-Both exporters use npu-exporter's names (DESIGN §2.4), so one query reads both.  Per refresh there is
-one instant query, the ``or`` of:
+Both exporters use npu-exporter's names (DESIGN §2.4), so the same queries read both.  A refresh asks
+Prometheus' time once (``time()``), then runs these instant queries at that time, side by side:
 
 * ``last_over_time(<name>{selector}[lookback])`` for every per-chip name: the last value of every
   series seen within the lookback (default 5 min), so a node that stopped reporting keeps its last
-  chips instead of vanishing (each branch tagged with an ``npuwatch_metric`` label);
-* ``max by (job, instance) (timestamp(npu_chip_info_health_status{selector}))``: when each node was
-  last sampled, counting only series present at the latest evaluation (a target that went down has
-  its series ended by Prometheus' staleness markers, and drops out of this one at once);
+  chips instead of vanishing.  The health gauge keeps every label (node names, model, bus); the
+  others are reduced to ``max by (instance, npu_id, chip_id, id)`` (and ``== 1`` for the state sets
+  ``npuwatch_chip_level``, ``…_workload``, ``…_throttling``), which makes the answers a third the size;
+* ``max by (instance) (timestamp(npu_chip_info_health_status{selector}))``: when each node was
+  last sampled, counting only series present at the evaluation (a target that went down has its
+  series ended by Prometheus' staleness markers, and drops out of this one at once);
 * ``up{selector}`` and ``timestamp(up{selector})``: whether Prometheus' latest scrape of it worked;
 * ``npuwatch_last_sample_timestamp_seconds`` (its value is the node's clock, its timestamp
   Prometheus') and ``npuwatch_sample_age_seconds``: how far the node's clock is from Prometheus'.
@@ -32,7 +34,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.fleet.model import Exporter, FleetChip, FleetNode, worst_first
 from npuwatch.fleet.prometheus import Sample
@@ -57,8 +59,6 @@ from npuwatch.model import (
 NODE_LABELS: Tuple[str, ...] = ("node", "node_name", "nodename", "kubernetes_node", "hostname")
 #: Each exported per-chip metric's name → its ``ChipSample`` field (the metric table's ``exporter_name``).
 EXPORTED_CHIP_METRICS: Dict[str, str] = {row.exporter_name: row.name for row in METRICS if row.exporter_name}
-#: The label each query branch is tagged with.
-TAG = "npuwatch_metric"
 HEALTH = "npu_chip_info_health_status"
 LEVEL = "npuwatch_chip_level"
 WORKLOAD = "npuwatch_chip_workload"
@@ -105,19 +105,35 @@ def selector_matchers(selector: Optional[str]) -> str:
     return text.strip().rstrip(",").strip()
 
 
-def fleet_query(matchers: str, lookback_s: float = DEFAULT_LOOKBACK_S) -> str:
-    """The one instant query of a refresh (see the module's docstring)."""
+#: The state-set families and their state label: only the series at 1 are read.
+STATE_SETS: Dict[str, str] = {LEVEL: "level", WORKLOAD: "class", THROTTLING: "reason"}
+_CHIP_KEY = "instance, npu_id, chip_id, id"
+
+
+def fleet_queries(matchers: str, lookback_s: float = DEFAULT_LOOKBACK_S) -> Tuple[Tuple[str, str], ...]:
+    """The (tag, query) pairs of a refresh (see the module's docstring), the health gauge first."""
     window = f"{max(1, int(lookback_s))}s"
-    parts = [_tagged(f"last_over_time({name}{{{matchers}}}[{window}])", name) for name in CHIP_NAMES]
-    parts += [
-        _tagged(f"max by (job, instance) (timestamp({HEALTH}{{{matchers}}}))", "health_time"),
-        _tagged(f"up{{{matchers}}}", "up"),
-        _tagged(f"timestamp(up{{{matchers}}})", "up_time"),
-        _tagged(f"{LAST_SAMPLE}{{{matchers}}}", LAST_SAMPLE),
-        _tagged(f"timestamp({LAST_SAMPLE}{{{matchers}}})", "last_sample_scraped"),
-        _tagged(f"{SAMPLE_AGE}{{{matchers}}}", SAMPLE_AGE),
+    queries: List[Tuple[str, str]] = []
+    for name in CHIP_NAMES:
+        last = f"last_over_time({name}{{{matchers}}}[{window}])"
+        if name == HEALTH:
+            expr = last
+        elif name in STATE_SETS:
+            expr = f"max by ({_CHIP_KEY}, {STATE_SETS[name]}) ({last} == 1)"
+        elif name == PROCESS:
+            expr = f"max by ({_CHIP_KEY}, process_id, process_name) ({last})"
+        else:
+            expr = f"max by ({_CHIP_KEY}) ({last})"
+        queries.append((name, expr))
+    queries += [
+        ("health_time", f"max by (instance) (timestamp({HEALTH}{{{matchers}}}))"),
+        ("up", f"up{{{matchers}}}"),
+        ("up_time", f"timestamp(up{{{matchers}}})"),
+        (LAST_SAMPLE, f"{LAST_SAMPLE}{{{matchers}}}"),
+        ("last_sample_scraped", f"timestamp({LAST_SAMPLE}{{{matchers}}})"),
+        (SAMPLE_AGE, f"{SAMPLE_AGE}{{{matchers}}}"),
     ]
-    return " or ".join(parts)
+    return tuple(queries)
 
 
 def last_seen_query(matchers: str, instances: Iterable[str], lookback_s: float, step_s: float) -> str:
@@ -126,10 +142,6 @@ def last_seen_query(matchers: str, instances: Iterable[str], lookback_s: float, 
     inner = ", ".join(m for m in (matchers, f'instance=~"{names}"') if m)
     window = f"{max(1, int(lookback_s))}s:{max(1, int(step_s))}s"
     return f"max by (instance) (max_over_time(timestamp({HEALTH}{{{inner}}})[{window}]))"
-
-
-def _tagged(expr: str, tag: str) -> str:
-    return f'label_replace({expr}, "{TAG}", "{tag}", "", "")'
 
 
 @dataclass
@@ -170,7 +182,7 @@ class Reading:
 
 
 def read_nodes(
-    samples: Sequence[Sample],
+    samples: Iterable[Tuple[str, Sample]],
     evaluated_at: float,
     *,
     with_up_only: bool,
@@ -178,12 +190,13 @@ def read_nodes(
     last_seen: Optional[Mapping[str, float]] = None,
     node_label: Optional[str] = None,
 ) -> Reading:
-    """The fleet in one answer of ``fleet_query``.  ``with_up_only``: a target that has ``up`` but
-    no NPU series is a (stale) node too — only when a selector says which targets are NPU nodes."""
+    """The fleet in the answers of ``fleet_queries`` as (tag, sample) pairs.  ``with_up_only``: a target
+    that has ``up`` but no NPU series is a (stale) node too — only when a selector says which targets
+    are NPU nodes."""
     nodes: Dict[str, _Node] = {}
     skipped: Dict[str, int] = {}
-    for sample in samples:
-        _take(sample, nodes, skipped, node_label)
+    for tag, sample in samples:
+        _take(tag, sample, nodes, skipped, node_label)
     warnings = [_skipped_line(why, count) for why, count in sorted(skipped.items())]
     built: List[FleetNode] = []
     unseen: List[str] = []
@@ -198,10 +211,9 @@ def read_nodes(
 
 
 def _take(
-    sample: Sample, nodes: Dict[str, _Node], skipped: Dict[str, int], node_label: Optional[str]
+    tag: str, sample: Sample, nodes: Dict[str, _Node], skipped: Dict[str, int], node_label: Optional[str]
 ) -> None:
     labels = sample.labels
-    tag = labels.get(TAG, "")
     instance = labels.get("instance")
     if not instance:
         skipped["no instance label"] = skipped.get("no instance label", 0) + 1
@@ -209,7 +221,7 @@ def _take(
     node = nodes.get(instance)
     if node is None:
         node = nodes[instance] = _Node(instance)
-    if not node.name:
+    if not node.name and tag in (HEALTH, "up"):  # the series that keep every label
         node.name = _node_name(labels, node_label)
     value = sample.value
     if tag in _NODE_FIELDS:
@@ -228,6 +240,8 @@ def _take(
     chip = node.chips.get(key)
     if chip is None:
         chip = node.chips[key] = _Chip(labels)
+    elif tag == HEALTH:
+        chip.labels = labels  # the one series with every label (model, bus)
     _take_chip(chip, tag, labels, value)
     node.npuwatch = node.npuwatch or tag.startswith("npuwatch_")
 
@@ -448,8 +462,3 @@ def _judged(
     if level is not judgement.level:  # npuwatch serve knew more (its history, its host)
         texts = (*texts, f"{level.value} (npuwatch serve's judge)")
     return FleetChip(sample, level, texts)
-
-
-def instances_of(nodes: Iterable[FleetNode]) -> Set[str]:
-    """The instance of every node."""
-    return {node.instance for node in nodes}

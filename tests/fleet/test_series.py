@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import jsonschema
 import pytest
@@ -13,7 +13,7 @@ from referencing import Registry, Resource
 from npuwatch.fleet import fleet_json
 from npuwatch.fleet.model import Exporter, FleetSnapshot
 from npuwatch.fleet.prometheus import Sample
-from npuwatch.fleet.series import TAG, fleet_query, read_nodes, selector_matchers
+from npuwatch.fleet.series import fleet_queries, read_nodes, selector_matchers
 from npuwatch.model import Level
 
 NOW = 1_800_000_000.0
@@ -31,20 +31,23 @@ def schema_validator() -> jsonschema.Draft202012Validator:
     )
 
 
-def s(tag: str, value: float, instance: Optional[str] = "n1:9492", **labels: str) -> Sample:
-    full: Dict[str, str] = {TAG: tag, "job": "npu", **labels}
+Tagged = Tuple[str, Sample]
+
+
+def s(tag: str, value: float, instance: Optional[str] = "n1:9492", **labels: str) -> Tagged:
+    full: Dict[str, str] = {"job": "npu", **labels}
     if instance is not None:
         full["instance"] = instance
-    return Sample(full, value, NOW)
+    return tag, Sample(full, value, NOW)
 
 
-def chip(npu: int, tag: str, value: float, instance: str = "n1:9492", **labels: str) -> Sample:
+def chip(npu: int, tag: str, value: float, instance: str = "n1:9492", **labels: str) -> Tagged:
     return s(
         tag, value, instance, id=str(npu), model_name="910B3", pcie_bus_info=f"0000:0{npu}:00.0", **labels
     )
 
 
-def healthy_node(instance: str, health: Dict[int, float], temps: Dict[int, float]) -> List[Sample]:
+def healthy_node(instance: str, health: Dict[int, float], temps: Dict[int, float]) -> List[Tagged]:
     out = [s("health_time", NOW - 1, instance), s("up", 1, instance), s("up_time", NOW - 1, instance)]
     for npu, value in health.items():
         out.append(chip(npu, "npu_chip_info_health_status", value, instance))
@@ -145,7 +148,9 @@ def test_the_node_label_names_the_node():
 )
 def test_selectors(given, matchers):
     assert selector_matchers(given) == matchers
-    assert f"npu_chip_info_temperature{{{matchers}}}" in fleet_query(matchers)
+    queries = dict(fleet_queries(matchers))
+    assert f"npu_chip_info_temperature{{{matchers}}}[300s]" in queries["npu_chip_info_temperature"]
+    assert queries["up"] == f"up{{{matchers}}}"
 
 
 @pytest.mark.parametrize("bad", ["up", '{job="npu"} or vector(1)', "{job=npu}", '{job="a"}}'])
