@@ -28,6 +28,8 @@ EXIT_PROBLEM = 1
 EXIT_NO_VIEW = 2
 DEFAULT_INTERVAL_S = 5.0
 DEFAULT_TIMEOUT_S = 10.0
+#: The basic-auth password when ``--basic-auth`` names only the user (kept out of ``ps``).
+PASSWORD_VARIABLE = "NPUWATCH_PROMETHEUS_PASSWORD"
 
 
 class FleetUsageError(UsageError):
@@ -58,7 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "else instance)",
     )
     auth = prom.add_mutually_exclusive_group()
-    auth.add_argument("--basic-auth", metavar="USER:PASSWORD", help="HTTP basic authentication")
+    auth.add_argument(
+        "--basic-auth",
+        metavar="USER:PASSWORD",
+        help="HTTP basic authentication (or USER alone, the password in NPUWATCH_PROMETHEUS_PASSWORD)",
+    )
     auth.add_argument("--bearer-token-file", metavar="FILE", help="send the token in FILE as a bearer token")
     tls = prom.add_mutually_exclusive_group()
     tls.add_argument("--ca-file", metavar="FILE", help="trust this CA bundle for https")
@@ -154,8 +160,12 @@ def _prometheus_source(args: argparse.Namespace) -> PrometheusSource:
     auth = Auth()
     if getattr(args, "basic_auth", None):
         user, colon, password = args.basic_auth.partition(":")
+        if not colon and os.environ.get(PASSWORD_VARIABLE) is not None:
+            colon, password = ":", os.environ[PASSWORD_VARIABLE]
         if not colon or not user:
-            raise FleetUsageError("fleet --basic-auth: expected USER:PASSWORD")
+            raise FleetUsageError(
+                f"fleet --basic-auth: expected USER:PASSWORD, or USER with {PASSWORD_VARIABLE} set"
+            )
         auth = Auth(basic=(user, password))
     elif getattr(args, "bearer_token_file", None):
         auth = Auth(bearer_token=_token(args.bearer_token_file))

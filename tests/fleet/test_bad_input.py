@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -14,7 +16,7 @@ from datetime import datetime, timezone
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -113,6 +115,16 @@ def one_line(result) -> str:
     return lines[0]
 
 
+def run_fleet_env(env: Dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "npuwatch", "fleet", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+
+
 def test_prometheus_unreachable():
     url = f"http://127.0.0.1:{free_port()}"
     result = run_fleet("--prometheus", url, "--json")
@@ -152,6 +164,16 @@ def test_401_asks_for_credentials_and_403_says_they_were_refused(serve_fake, tmp
     result = run_fleet("--prometheus", refused.url, "--json", "--basic-auth", "ops:s3cret:x")
     assert "HTTP 403 Forbidden): the credentials were refused" in one_line(result)
     assert refused.asked[-1][2] == "Basic " + base64.b64encode(b"ops:s3cret:x").decode()
+    quiet = run_fleet_env(
+        {"NPUWATCH_PROMETHEUS_PASSWORD": "from-env"},
+        "--prometheus",
+        refused.url,
+        "--json",
+        "--basic-auth",
+        "ops",
+    )
+    assert quiet.returncode == 1
+    assert refused.asked[-1][2] == "Basic " + base64.b64encode(b"ops:from-env").decode()
     token = tmp_path / "token"
     token.write_text("abc.def\n")
     result = run_fleet("--prometheus", refused.url, "--json", "--bearer-token-file", str(token))
