@@ -18,11 +18,12 @@ import math
 import threading
 import time
 import zlib
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import IO, Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from npuwatch.fleet import fleet_json
 from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
@@ -195,12 +196,54 @@ def _history_snapshot(
     )
 
 
+#: The per-node figures ``FleetHistory`` keeps (``FleetNode`` properties).
+NODE_FIGURES: Tuple[str, ...] = ("chips_ok", "aicore_mean", "aicore_min", "hbm_used_mib", "power_w")
+
+
+class FleetHistory:
+    """Each node's row figures over the last ``capacity`` refreshes (for a node row's sparkline);
+    a stale node adds gaps (``None``).  Thread-safe."""
+
+    def __init__(self, capacity: int = 180) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._rows: Dict[str, Deque[Tuple[float, Tuple[Optional[float], ...]]]] = {}
+
+    def add(self, fleet: FleetSnapshot) -> None:
+        """One point per node of ``fleet``; nodes no longer listed are forgotten."""
+        t = fleet.taken_at.timestamp()
+        with self._lock:
+            present = set()
+            for node in fleet.nodes:
+                present.add(node.node)
+                row = self._rows.setdefault(node.node, deque(maxlen=self.capacity))
+                figures = tuple(None if node.stale else _figure(node, name) for name in NODE_FIGURES)
+                row.append((t, figures))
+            for gone in set(self._rows) - present:
+                del self._rows[gone]
+
+    def values(self, node: str, figure: str, last: Optional[int] = None) -> List[Optional[float]]:
+        """The node's ``figure`` (one of ``NODE_FIGURES``), oldest first, the newest ``last`` of them."""
+        index = NODE_FIGURES.index(figure)
+        with self._lock:
+            row = list(self._rows.get(node, ()))
+        points = [figures[index] for _, figures in row]
+        return points if last is None else points[-last:]
+
+
+def _figure(node: FleetNode, name: str) -> Optional[float]:
+    value = getattr(node, name)
+    return None if value is None else float(value)
+
+
 class FleetFeed:
-    """A fleet source polled every ``interval_s``: ``sample()`` never raises for the source's failures."""
+    """A fleet source polled every ``interval_s``: ``sample()`` never raises for the source's failures;
+    ``history`` keeps each node's row figures."""
 
     def __init__(self, source: FleetSource, interval_s: float = 5.0) -> None:
         self.source = source
         self.interval_s = interval_s
+        self.history = FleetHistory()
         self._lock = threading.Lock()
         self._last: Optional[FleetSnapshot] = None
 
@@ -222,6 +265,7 @@ class FleetFeed:
             except PrometheusError as exc:
                 fleet = self._failed(str(exc))
             self._last = fleet
+            self.history.add(fleet)
             return fleet
 
     def _failed(self, error: str) -> FleetSnapshot:

@@ -72,6 +72,8 @@ def test_a_failing_source_keeps_the_last_nodes_marked_stale_with_the_error():
         assert kept.nodes[0].chips_total == 1  # the last chips stay
         again = feed.sample()
         assert again.error is None and not any(n.stale for n in again.nodes)
+        assert feed.history.values("a:1", "chips_ok") == [0.0, None, 0.0]  # the failed refresh is a gap
+        assert feed.history.values("b:1", "chips_ok", last=1) == [1.0]
     assert source.closed
 
 
