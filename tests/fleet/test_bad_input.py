@@ -298,3 +298,16 @@ def test_tls_is_verified_unless_told_otherwise(serve_fake, tmp_path: Path):
     for trust in (["--ca-file", str(cert)], ["--insecure"]):
         trusted = run_fleet("--prometheus", url, "--json", *trust)
         assert "has no NPU series" in one_line(trusted)  # through: Prometheus answered
+
+
+def test_hosts_lists_and_files(tmp_path: Path):
+    from npuwatch.fleet.hosts import parse_hosts
+
+    listed = tmp_path / "hosts.txt"
+    text = "# lab\nnode1  node2:9000 # the odd one\n\nhttp://[::1]:9492/,node1\n"
+    listed.write_text(text, encoding="utf-8")
+    assert parse_hosts(f"@{listed}") == ("node1:9492", "node2:9000", "[::1]:9492")
+    assert parse_hosts("a, b:1,::1") == ("a:9492", "b:1", "[::1]:9492")
+    for bad in ("", " , ", "a:x", "a:70000", "[::1", "[zz::1]:9"):
+        with pytest.raises(ValueError, match=r"names no host|not a host:port|not a port"):
+            parse_hosts(bad)
