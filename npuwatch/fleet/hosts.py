@@ -10,6 +10,7 @@ is compared with ours through the HTTP ``Date`` header of its answer.
 from __future__ import annotations
 
 import email.utils
+import http.client
 import ipaddress
 import json
 import socket
@@ -114,8 +115,8 @@ def fetch(address: str, timeout_s: float) -> Answer:
         return Answer(address, error=f"no answer within {timeout_s:g} s")
     except urllib.error.URLError as exc:
         return Answer(address, error=_reason(exc.reason, timeout_s))
-    except (OSError, ValueError) as exc:
-        return Answer(address, error=f"cannot read /snapshot: {_one_line(exc)}")
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        return Answer(address, error=f"cannot read /snapshot: {_one_line(exc) or type(exc).__name__}")
     received = time.time()
     if len(raw) > MAX_SNAPSHOT_BYTES:
         return Answer(address, error=f"/snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")

@@ -9,6 +9,7 @@ failure is a ``PrometheusError`` whose message is one line saying what happened 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import math
 import socket
@@ -169,7 +170,7 @@ class Prometheus:
             ) from None
         except urllib.error.URLError as exc:
             raise _unreachable(self.url, exc.reason, self.timeout_s) from None
-        except (OSError, ValueError) as exc:  # a reset connection, a bad header
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # a reset, not HTTP, a bad header
             raise UnreachableError(f"cannot query Prometheus at {self.url}: {_one_line(exc)}") from None
         return self._answer(endpoint, status, raw)
 

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -311,3 +312,49 @@ def test_hosts_lists_and_files(tmp_path: Path):
     for bad in ("", " , ", "a:x", "a:70000", "[::1", "[zz::1]:9"):
         with pytest.raises(ValueError, match=r"names no host|not a host:port|not a port"):
             parse_hosts(bad)
+
+
+@pytest.fixture
+def not_http() -> Iterator[str]:
+    """A loopback port that answers every connection with a line that is not HTTP, then closes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                asked = b""
+                while b"\r\n\r\n" not in asked:  # the whole request first: the answer is what is wrong
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    asked += chunk
+                head, _, body = asked.partition(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                while length and len(body) < int(length.group(1)):
+                    body += conn.recv(65536)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join(timeout=10)
+    listener.close()
+
+
+def test_a_port_that_does_not_speak_http(not_http: str):
+    result = run_fleet("--prometheus", f"http://{not_http}", "--json")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert f"cannot query Prometheus at http://{not_http}" in one_line(result)
+    hosts = run_fleet("--hosts", not_http, "--json")
+    assert hosts.returncode == 1
+    assert f"{not_http} is stale: cannot read /snapshot" in one_line(hosts)
