@@ -122,7 +122,7 @@ def fetch(address: str, timeout_s: float) -> Answer:
         return Answer(address, error=f"/snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")
     try:
         document = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return Answer(address, error="not npuwatch serve: /snapshot is not JSON")
     if not isinstance(document, dict) or document.get("schema") != snapshot_json.SCHEMA:
         return Answer(address, error=f"not npuwatch serve: /snapshot is not {snapshot_json.SCHEMA}")
@@ -198,7 +198,10 @@ class HostsSource:
 
         def ask(host: str) -> None:
             with gate:
-                answer = fetch(host, self.timeout_s)
+                try:
+                    answer = fetch(host, self.timeout_s)
+                except Exception as exc:  # a hostile node must not end the poller
+                    answer = Answer(host, error=f"cannot read /snapshot: {type(exc).__name__}")
             with lock:
                 answers[host] = answer
 
@@ -220,7 +223,7 @@ class HostsSource:
         if document is not None:
             try:
                 snapshot = snapshot_json.from_dict(document)
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
                 answer = Answer(host, error=f"/snapshot is not a valid snapshot ({_one_line(exc)[:80]})")
             else:
                 self._last[host] = (snapshot, document)

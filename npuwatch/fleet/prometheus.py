@@ -189,7 +189,7 @@ class Prometheus:
             raise PrometheusError(f"Prometheus at {self.url} answered more than {MAX_ANSWER_BYTES >> 20} MiB")
         try:
             document = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
             document = None
         if not isinstance(document, dict) or document.get("status") not in ("success", "error"):
             raise NotPrometheusError(

@@ -358,3 +358,21 @@ def test_a_port_that_does_not_speak_http(not_http: str):
     hosts = run_fleet("--hosts", not_http, "--json")
     assert hosts.returncode == 1
     assert f"{not_http} is stale: cannot read /snapshot" in one_line(hosts)
+
+
+def test_hostile_json_is_one_line(serve_fake):
+    deep = b"[" * 200_000 + b"]" * 200_000
+    server = serve_fake(fixed(200, deep))
+    result = run_fleet("--prometheus", server.url, "--json")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert "is not a Prometheus API" in one_line(result)
+    hosts = run_fleet("--hosts", server.address, "--json")
+    assert hosts.returncode == 1
+    assert f"{server.address} is stale: not npuwatch serve: /snapshot is not JSON" in one_line(hosts)
+    nested = (
+        b'{"schema": "npuwatch/snapshot/v1", "taken_at": "2026-11-24T12:00:00+00:00", "chips": ' + deep + b"}"
+    )
+    odd = serve_fake(fixed(200, nested))
+    hosts = run_fleet("--hosts", odd.address, "--json")
+    assert hosts.returncode == 1
+    assert f"{odd.address} is stale: not npuwatch serve: /snapshot is not JSON" in one_line(hosts)
