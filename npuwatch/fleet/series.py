@@ -228,7 +228,7 @@ def _take(
         setattr(node, _NODE_FIELDS[tag], value)
         node.npuwatch = node.npuwatch or tag in (LAST_SAMPLE, SAMPLE_AGE)
         return
-    if math.isnan(value):
+    if not math.isfinite(value):  # NaN, ±Inf: no measurement
         return
     key = _chip_key(labels)
     if key is None:

@@ -183,3 +183,12 @@ def test_the_json_is_valid_and_reads_back():
 def test_a_node_document_is_not_a_fleet_document():
     with pytest.raises(ValueError, match="not a npuwatch/fleet/v1 document"):
         fleet_json.from_dict({"schema": "npuwatch/snapshot/v1"})
+
+
+def test_non_finite_values_are_left_out():
+    samples = healthy_node("n:1", {0: 1}, {})
+    samples.append(chip(0, "npu_chip_info_process_info", float("inf"), "n:1", process_id="9"))
+    samples.append(chip(0, "npu_chip_info_power", float("nan"), "n:1"))
+    (node,) = read_nodes(samples, NOW, with_up_only=False).nodes
+    assert node.snapshot is not None and node.snapshot.processes == ()
+    assert node.chips[0].sample.power_w is None
