@@ -395,11 +395,12 @@ def chip_row(
     shown = _EXTRAS_SHOWN if details else _EXTRAS_ON_CARDS
     extras = tuple(_extra(chip, row, history, points) for row in shown if getattr(chip, row.name) is not None)
     workload = chip.workload
+    title, detail = _names(ident)
     return ChipRow(
         key=ident.key,
         identity=ident,
-        title=f"NPU {ident.npu_id} · {ident.name or 'unknown model'}",
-        detail=_detail(ident),
+        title=title,
+        detail=detail,
         health=chip.health.value,
         health_class=chip.health.value.lower(),
         badge=badge(chip.health),
@@ -523,6 +524,12 @@ def owner_text(owner: LastOwner, now: datetime) -> str:
         seen = f"last seen {owner.last_seen.astimezone().strftime('%H:%M:%S')}"
         parts.append(f"{seen}, {fmt.duration(ago)} before this sample" if ago >= 1 else seen)
     return " · ".join(parts)
+
+
+@lru_cache(maxsize=1024)
+def _names(ident: ChipIdentity) -> Tuple[str, str]:
+    """A chip's title (``NPU 0 · 910B3``) and detail line, once per identity."""
+    return f"NPU {ident.npu_id} · {ident.name or 'unknown model'}", _detail(ident)
 
 
 def _detail(ident: ChipIdentity) -> str:
@@ -721,9 +728,37 @@ _EXTRAS_ON_CARDS: Tuple[ChipMetric, ...] = tuple(
 def _extra(chip: ChipSample, row: ChipMetric, history: Optional[History], points: int) -> MetricCell:
     """A metric without a card cell that the chip reports: ``1300/1800 MHz`` against its rated
     value, ``45%`` with a bar on a percentage scale, else its value in its unit.  Its level is ok:
-    what a value means (throttling, ECC) is the judge's to say."""
+    what a value means (throttling, ECC) is the judge's to say.
+
+    Without a history series the cell is a function of the value, the rated value and the
+    reason, and is kept per those (the dashboard builds three a chip every second, mostly with
+    values seen before)."""
     value = chip.metric(row.name)
     rated = chip.metric(row.rated) if row.rated else None
+    reason = _reason(chip, row.name)
+    if row.graphed and history is not None and points > 0:
+        return _extra_cell(row, value, rated, reason, _series(history, chip.identity.key, row.name, points))
+    key = (row.name, value, rated, reason)
+    cell = _EXTRA_CELLS.get(key)
+    if cell is None:
+        if len(_EXTRA_CELLS) >= _EXTRA_CELLS_KEPT:
+            _EXTRA_CELLS.clear()
+        cell = _EXTRA_CELLS[key] = _extra_cell(row, value, rated, reason, ())
+    return cell
+
+
+#: The extra cells built without a series, by (metric, value, rated value, reason).
+_EXTRA_CELLS: Dict[Tuple[str, Optional[float], Optional[float], Optional[str]], MetricCell] = {}
+_EXTRA_CELLS_KEPT = 4096
+
+
+def _extra_cell(
+    row: ChipMetric,
+    value: Optional[float],
+    rated: Optional[float],
+    reason: Optional[str],
+    series: Tuple[Optional[float], ...],
+) -> MetricCell:
     ceiling = rated or (row.ceiling if row.scale in (Scale.PERCENT, Scale.FIXED) else None)
     text = f"{amount(value, '')}/{amount(rated, row.unit)}" if rated else amount(value, row.unit)
     return MetricCell(
@@ -735,10 +770,10 @@ def _extra(chip: ChipSample, row: ChipMetric, history: Optional[History], points
         text=text,
         fraction=None if value is None or not ceiling else min(1.0, max(0.0, value / ceiling)),
         level=Level.OK,
-        reason=_reason(chip, row.name),
+        reason=reason,
         ceiling=ceiling,
         top_label=amount(ceiling, row.unit) if ceiling else "max",
-        series=_series(history, chip.identity.key, row.name, points) if row.graphed else (),
+        series=series,
         kind=row.extra.value if row.extra is not None else Extra.DETAIL.value,
         beside=row.beside or "",
     )
