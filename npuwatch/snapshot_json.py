@@ -81,9 +81,16 @@ def dumps(snapshot: Snapshot, indent: Optional[int] = 2, ensure_ascii: bool = Fa
     Exact values, and nothing a terminal obeys: control characters are ``\\uXXXX`` escapes.
     ``ensure_ascii`` escapes every non-ASCII character too (for a stream that cannot encode them).
     """
+    return strict_dumps(to_dict(snapshot), indent=indent, ensure_ascii=ensure_ascii)
+
+
+def strict_dumps(data: Any, indent: Optional[int] = 2, ensure_ascii: bool = False) -> str:
+    """``data`` (plain JSON-ready values) as strict, inert JSON: every NaN or infinity is ``null``,
+    control characters are escapes; ``indent=None`` gives one line.  The one writer of our documents
+    (``snapshot --json``, ``npuwatch fleet --json``, both recordings)."""
     separators = (",", ":") if indent is None else None
     text = json.dumps(
-        _finite(to_dict(snapshot)),
+        _finite(data),
         indent=indent,
         separators=separators,
         ensure_ascii=ensure_ascii,

@@ -8,8 +8,6 @@ document back (a replayed fleet recording); it checks every field through the no
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -25,7 +23,6 @@ from npuwatch.model import (
     Workload,
     WorkloadClass,
 )
-from npuwatch.text_safety import inert_json
 
 
 def to_dict(fleet: FleetSnapshot) -> Dict[str, Any]:
@@ -47,15 +44,7 @@ def to_dict(fleet: FleetSnapshot) -> Dict[str, Any]:
 
 def dumps(fleet: FleetSnapshot, indent: Optional[int] = 2, ensure_ascii: bool = False) -> str:
     """The fleet as a JSON document (``indent=None``: one line, for NDJSON); strict JSON, inert text."""
-    separators = (",", ":") if indent is None else None
-    text = json.dumps(
-        _finite(to_dict(fleet)),
-        indent=indent,
-        separators=separators,
-        ensure_ascii=ensure_ascii,
-        allow_nan=False,
-    )
-    return inert_json(text)
+    return snapshot_json.strict_dumps(to_dict(fleet), indent=indent, ensure_ascii=ensure_ascii)
 
 
 def _node_dict(node: FleetNode) -> Dict[str, Any]:
@@ -103,16 +92,6 @@ def _node_dict(node: FleetNode) -> Dict[str, Any]:
 
 def _round(value: Optional[float]) -> Optional[float]:
     return None if value is None else round(value, 2)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
 
 
 def from_dict(data: Mapping[str, Any]) -> FleetSnapshot:
