@@ -17,10 +17,13 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Callable, Iterator, List, Optional, Tuple, TypeVar, Union
 
 from npuwatch import snapshot_json
 from npuwatch.model import Snapshot
+
+#: What a recording's line is read into (a Snapshot, a fleet snapshot).
+Parsed = TypeVar("Parsed")
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: gzip framing for zlib (RFC 1952 header and trailer).
@@ -100,7 +103,11 @@ class RecordingWriter:
         For gzip the compressor's state is advanced on a copy, so bytes that are never written
         (``record --max-size`` reached) leave the stream consistent.
         """
-        line = (snapshot_json.dumps(snapshot, indent=None) + "\n").encode("utf-8")
+        return self.encode_text(snapshot_json.dumps(snapshot, indent=None))
+
+    def encode_text(self, text: str) -> bytes:
+        """The bytes one line of ``text`` (one JSON document, no newline) would add (see ``encode``)."""
+        line = (text + "\n").encode("utf-8")
         if self._deflate is None:
             return line
         trial = self._deflate.copy()
@@ -193,20 +200,26 @@ def read_recording(path: Union[str, Path]) -> Recording:
     kept and a warning says which limit was met.
     """
     path = Path(path)
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
-    reader = _StreamReader(path.name)
-    with handle:
-        snapshots = reader.snapshots(handle)
-    warnings = reader.warnings
+    snapshots, warnings = read_documents(path, snapshot_json.from_dict, "a snapshot")
     if not snapshots:
         raise RecordingError(f"{path} holds no complete snapshot" + (f": {warnings[0]}" if warnings else ""))
     ordered = tuple(sorted(snapshots, key=lambda s: s.taken_at))
     if ordered != tuple(snapshots):
         warnings.append(f"{path.name}: lines were out of time order; replayed in time order")
     return Recording(path, ordered, tuple(warnings))
+
+
+def read_documents(path: Path, parse: Callable[[Any], Parsed], what: str) -> Tuple[List[Parsed], List[str]]:
+    """What ``parse`` makes of each complete line of the NDJSON file at ``path`` (plain or gzip),
+    read within the limits above, and a warning for each line it refuses (``what`` names the
+    record: "a snapshot"); ``RecordingError`` when the file cannot be opened."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
+    reader = _StreamReader(path.name)
+    with handle:
+        return reader.documents(handle, parse, what), reader.warnings
 
 
 _NON_BLANK = re.compile(rb"\S")
@@ -220,17 +233,17 @@ class _StreamReader:
         self.warnings: List[str] = []
         self.stopped = False  # a limit was met: the rest of the file is not read
 
-    def snapshots(self, handle: IO[bytes]) -> List[Snapshot]:
-        """The valid snapshots of every complete line, up to ``MAX_SNAPSHOTS``."""
-        out: List[Snapshot] = []
+    def documents(self, handle: IO[bytes], parse: Callable[[Any], Parsed], what: str) -> List[Parsed]:
+        """What ``parse`` makes of every complete line, up to ``MAX_SNAPSHOTS``."""
+        out: List[Parsed] = []
         for number, line in self._lines(self._decoded(handle)):
             if len(out) >= MAX_SNAPSHOTS:
                 self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
                 break
             try:
-                out.append(snapshot_json.from_dict(json.loads(line.decode("utf-8", errors="replace"))))
+                out.append(parse(json.loads(line.decode("utf-8", errors="replace"))))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-                self.warnings.append(f"{self.name}: line {number} is not a snapshot ({_short(exc)}); skipped")
+                self.warnings.append(f"{self.name}: line {number} is not {what} ({_short(exc)}); skipped")
         return out
 
     def _stop(self, why: str) -> None:

@@ -13,17 +13,15 @@ replay refuses it by its schema and ``npuwatch fleet --replay`` refuses a node r
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
-import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from npuwatch.fleet import fleet_json
 from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
@@ -39,7 +37,7 @@ from npuwatch.fleet.series import (
 )
 from npuwatch.history import HISTORY_METRICS, History
 from npuwatch.model import ChipIdentity, ChipSample, Level, Snapshot, worst
-from npuwatch.recording import MAX_SNAPSHOTS, RecordingError, RecordingWriter, _StreamReader
+from npuwatch.recording import RecordingError, RecordingWriter, read_documents
 
 #: Queries of one refresh run this many at a time.
 PARALLEL_QUERIES = 8
@@ -318,53 +316,22 @@ def _marked_stale(node: FleetNode, error: str, now: datetime) -> FleetNode:
 class FleetRecordingWriter(RecordingWriter):
     """Appends fleet snapshots to a new NDJSON file (gzip when ``.gz``), as ``RecordingWriter`` does."""
 
-    def encode_fleet(self, fleet: FleetSnapshot) -> bytes:
-        """The bytes one fleet snapshot adds (see ``RecordingWriter.encode``)."""
-        line = (fleet_json.dumps(fleet, indent=None) + "\n").encode("utf-8")
-        if self._deflate is None:
-            return line
-        trial = self._deflate.copy()
-        data = trial.compress(line) + trial.flush(zlib.Z_SYNC_FLUSH)
-        self._pending = (data, trial)
-        return data
-
     def write_fleet(self, fleet: FleetSnapshot) -> None:
         """Append one fleet snapshot as one line."""
-        self.write_encoded(self.encode_fleet(fleet))
-
-
-class _FleetReader(_StreamReader):
-    def fleets(self, handle: IO[bytes]) -> List[FleetSnapshot]:
-        out: List[FleetSnapshot] = []
-        for number, line in self._lines(self._decoded(handle)):
-            if len(out) >= MAX_SNAPSHOTS:
-                self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
-                break
-            try:
-                out.append(fleet_json.from_dict(json.loads(line.decode("utf-8", errors="replace"))))
-            except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-                text = str(exc)[:80]
-                self.warnings.append(f"{self.name}: line {number} is not a fleet snapshot ({text}); skipped")
-        return out
+        self.write_encoded(self.encode_text(fleet_json.dumps(fleet, indent=None)))
 
 
 def read_fleet_recording(path: Union[str, Path]) -> Tuple[Tuple[FleetSnapshot, ...], Tuple[str, ...]]:
     """Every valid fleet snapshot of a fleet recording, in time order, and what was skipped;
     ``RecordingError`` when none is valid (a node recording says so)."""
     path = Path(path)
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
-    reader = _FleetReader(path.name)
-    with handle:
-        fleets = reader.fleets(handle)
+    fleets, warnings = read_documents(path, fleet_json.from_dict, "a fleet snapshot")
     if not fleets:
-        node = any("npuwatch/snapshot/v1" in w for w in reader.warnings)
+        node = any("npuwatch/snapshot/v1" in w for w in warnings)
         hint = ": it is a node recording (replay it with `npuwatch --replay`)" if node else ""
-        first = f": {reader.warnings[0]}" if reader.warnings and not hint else ""
+        first = f": {warnings[0]}" if warnings and not hint else ""
         raise RecordingError(f"{path} holds no fleet snapshot{hint}{first}")
-    return tuple(sorted(fleets, key=lambda f: f.taken_at)), tuple(reader.warnings)
+    return tuple(sorted(fleets, key=lambda f: f.taken_at)), tuple(warnings)
 
 
 class ReplaySource:
