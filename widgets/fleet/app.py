@@ -30,7 +30,7 @@ from npuwatch.fleet.model import FleetSnapshot
 from npuwatch.history import History
 from npuwatch.termination import call_on_termination
 from npuwatch.text_safety import inert
-from npuwatch.widgets.fleet.histories import NodeHistories
+from npuwatch.widgets.fleet.histories import NodeHistories, fetch_node_history
 from npuwatch.widgets.fleet.node_screen import LEVEL_STYLES, NodeScreen
 from npuwatch.widgets.fleet.rows import (
     COLUMNS,
@@ -402,19 +402,11 @@ class FleetApp(App[None]):
         node = fleet.node(name) if fleet is not None else None
         error = fleet.error if fleet is not None else None
         self.push_screen(NodeScreen(name, node, self.histories.of(name), error))
-        if callable(getattr(self.feed, "node_history", None)):
-            threading.Thread(
-                target=self._fetch_history, args=(name,), name="npuwatch-fleet-history", daemon=True
-            ).start()
+        fetch_node_history(self.feed, name, self._history_fetched)
 
-    def _fetch_history(self, name: str) -> None:
-        try:
-            found = self.feed.node_history(name)  # type: ignore[attr-defined]
-        except Exception:  # a feed's history is a bonus: the accumulated one stays
-            return
-        if isinstance(found, History):
-            with contextlib.suppress(RuntimeError):  # the app quit meanwhile
-                self.call_from_thread(self._history_arrived, name, found)
+    def _history_fetched(self, name: str, history: History) -> None:
+        with contextlib.suppress(RuntimeError):  # the app quit meanwhile
+            self.call_from_thread(self._history_arrived, name, history)
 
     def _history_arrived(self, name: str, history: History) -> None:
         """The feed's history of ``name``: later refreshes add to it, the open screen draws it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from npuwatch.fleet.model import FleetSnapshot
 from npuwatch.history import History
@@ -74,3 +74,22 @@ class NodeHistories:
         """The nodes whose history is kept."""
         with self._lock:
             return tuple(sorted(self._kept))
+
+
+def fetch_node_history(feed: object, name: str, deliver: Callable[[str, History], None]) -> None:
+    """When ``feed`` keeps a node's history itself (``node_history(name)``: Prometheus range
+    queries), fetch ``name``'s on a daemon thread, so a slow Prometheus never holds a view, and
+    hand it to ``deliver`` on that thread; a feed that fails keeps the accumulated history."""
+    reader = getattr(feed, "node_history", None)
+    if not callable(reader):
+        return
+
+    def fetch() -> None:
+        try:
+            found = reader(name)
+        except Exception:  # a feed's history is a bonus: the accumulated one stays
+            return
+        if isinstance(found, History):
+            deliver(name, found)
+
+    threading.Thread(target=fetch, name="npuwatch-fleet-history", daemon=True).start()

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 from npuwatch.crash import crash_line
 from npuwatch.history import History
 from npuwatch.poller import Poller
-from npuwatch.widgets.fleet.histories import NodeHistories
+from npuwatch.widgets.fleet.histories import NodeHistories, fetch_node_history
 from npuwatch.widgets.fleet.rows import SORTS, FleetHeader, FleetRow, fleet_header, fleet_rows, node_row
 from npuwatch.widgets.notebook import fleet_html
 from npuwatch.widgets.notebook.layout import resolve_layout
 from npuwatch.widgets.notebook.live_html import crash_html
 from npuwatch.widgets.notebook.live_view import import_ipywidgets
+from npuwatch.widgets.notebook.view_lifecycle import ViewLifecycle
 from npuwatch.widgets.view_model import build_view
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ WHERE = "the notebook fleet view"
 _RUNNING: weakref.WeakSet[FleetView] = weakref.WeakSet()
 
 
-class FleetView:
+class FleetView(ViewLifecycle):
     """A live fleet table: ``.widget`` (display it), ``.fleet`` (the latest FleetSnapshot), ``.stop()``."""
 
     def __init__(self, feed: FleetFeed, *, sort: str = "worst", filter_text: str = "") -> None:
@@ -88,8 +89,7 @@ class FleetView:
         controls = widgets.HBox([self.sorter, self.filter_box, self.node_picker])
         self.widget = widgets.VBox([self.header, controls, self.crash, self.table, self.node])
         self.widget.add_class("npuwatch-fleet-live")
-        self.widget.observe(self._on_comm_change, names="comm")
-        self._watch_comm_close()
+        self._watch_widget()
         self.thread = threading.Thread(target=self._run, name="npuwatch-notebook-fleet", daemon=True)
         _RUNNING.add(self)
         self.thread.start()
@@ -110,26 +110,6 @@ class FleetView:
             self.status = "stopped"
         if self.widget.comm is not None:
             self.header.value = fleet_html.header_html(self.head, self.status, self._source)
-
-    def close(self) -> None:
-        """Stop and close the widgets (the output area empties)."""
-        self.stop()
-        for child in self.widget.children:
-            _close_tree(child)
-        self.widget.close()
-
-    def wait_first(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the first refresh; True when one arrived."""
-        return self._first.wait(timeout_s)
-
-    def _on_comm_change(self, change: Dict[str, Any]) -> None:
-        if change.get("new") is None:  # Widget.close() from Python
-            self.stop()
-
-    def _watch_comm_close(self) -> None:
-        on_close = getattr(self.widget.comm, "on_close", None)
-        if on_close is not None:  # the front-end closed the model (cell deleted, page closed)
-            on_close(lambda _message: self.stop())
 
     # --- the thread -------------------------------------------------------------------------------
 
@@ -213,21 +193,15 @@ class FleetView:
         with self._lock:
             self.node_choice = name
             self.node.value = self._node_html()
-        if name and callable(getattr(self.feed, "node_history", None)):
-            threading.Thread(
-                target=self._fetch_history, args=(name,), name="npuwatch-fleet-history", daemon=True
-            ).start()
+        if name:
+            fetch_node_history(self.feed, name, self._history_arrived)
 
-    def _fetch_history(self, name: str) -> None:
-        try:
-            found = self.feed.node_history(name)  # type: ignore[attr-defined]
-        except Exception:  # a feed's history is a bonus: the accumulated one stays
-            return
-        if isinstance(found, History):
-            with self._lock:
-                self.histories.adopt(name, found)
-                if self.node_choice == name and not self._stop.is_set():
-                    self.node.value = self._node_html()
+    def _history_arrived(self, name: str, history: History) -> None:
+        """The feed's history of ``name`` (on the fetching thread): later refreshes add to it."""
+        with self._lock:
+            self.histories.adopt(name, history)
+            if self.node_choice == name and not self._stop.is_set():
+                self.node.value = self._node_html()
 
     def _redraw(self) -> None:
         """The order or the filter changed (on the kernel's main thread): the same fleet again."""
@@ -278,14 +252,6 @@ class FleetView:
             f"{fleet_html.table_html(rows, bool(self.filter_text)) if head is not None else ''}</div>"
         )
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
-        bundle: Dict[str, Any] = {}
-        if self.widget.comm is not None:
-            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
-        bundle["text/plain"] = self.text()
-        bundle["text/html"] = self.html()
-        return bundle
-
     def __repr__(self) -> str:
         return f"<npuwatch FleetView {self._source}: {self.status}, {self.updates} updates>"
 
@@ -315,12 +281,6 @@ def stop_all() -> int:
     for view in running:
         view.stop()
     return len(running)
-
-
-def _close_tree(widget: Any) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
 
 
 atexit.register(stop_all)

@@ -26,6 +26,7 @@ from npuwatch.widgets.notebook import live_html
 from npuwatch.widgets.notebook.hub import SamplerHub, Subscription, default_hub
 from npuwatch.widgets.notebook.layout import resolve_layout
 from npuwatch.widgets.notebook.own_memory import OwnMemoryReader, own_memory_text
+from npuwatch.widgets.notebook.view_lifecycle import ViewLifecycle
 from npuwatch.widgets.view_model import ViewModel, build_view
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def import_ipywidgets() -> Any:
     return ipywidgets
 
 
-class LiveView:
+class LiveView(ViewLifecycle):
     """A live view of one feed: ``.widget`` (display it), ``.snapshot``, ``.alerts``, ``.stop()``."""
 
     def __init__(
@@ -127,8 +128,7 @@ class LiveView:
         ]
         self.widget = widgets.VBox(parts)
         self.widget.add_class("npuwatch-live")
-        self.widget.observe(self._on_comm_change, names="comm")
-        self._watch_comm_close()
+        self._watch_widget()
         self._subscription: Subscription = self._hub.subscribe(
             self.options, self._on_snapshot, self._on_error, self._on_crash
         )
@@ -160,27 +160,6 @@ class LiveView:
         self._subscription.cancel()
         if self.widget.comm is not None:
             self.header.value = live_html.header_html(self._title(), self._source_label(), self.status)
-
-    def close(self) -> None:
-        """Stop and close the widgets (the output area empties)."""
-        self.stop()
-        for child in self.widget.children:
-            _close_tree(child)
-        self.widget.close()
-
-    def wait_first(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the first snapshot (or error); True when one arrived."""
-        return self._first.wait(timeout_s)
-
-    def _on_comm_change(self, change: Dict[str, Any]) -> None:
-        if change.get("new") is None:  # Widget.close() from Python
-            self.stop()
-
-    def _watch_comm_close(self) -> None:
-        comm = self.widget.comm
-        on_close = getattr(comm, "on_close", None)
-        if on_close is not None:  # the front-end closed the model (cell deleted, page closed)
-            on_close(lambda _message: self.stop())
 
     # --- updates (on the hub's thread) -----------------------------------------------------------
 
@@ -338,14 +317,6 @@ class LiveView:
             return f'<div class="npuwatch-live">{head}{live_html.crash_html(crash)}</div>'
         return live_html.page_html(view, status, self.points, layout or "cards", crash)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Dict[str, Any]:
-        bundle: Dict[str, Any] = {}
-        if self.widget.comm is not None:
-            bundle.update(self.widget._repr_mimebundle_(**kwargs) or {})
-        bundle["text/plain"] = self.text()
-        bundle["text/html"] = self.html()
-        return bundle
-
     def __repr__(self) -> str:
         return f"<npuwatch LiveView {self._source_label()}: {self.status}, {self.updates} updates>"
 
@@ -390,9 +361,3 @@ def _esc(text: str) -> str:
     from html import escape
 
     return escape(text)
-
-
-def _close_tree(widget: Any) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    widget.close()
