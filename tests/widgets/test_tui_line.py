@@ -275,7 +275,8 @@ def test_the_dashboard_runs_with_fewer_cycle_collections_and_restores_them() -> 
     from pathlib import Path
 
     from npuwatch.widgets.tui import app as app_module
-    from npuwatch.widgets.tui.app import GC_GEN0_THRESHOLD, NpuwatchApp
+    from npuwatch.widgets.tui.app import NpuwatchApp
+    from npuwatch.widgets.tui.app_base import GC_GEN0_THRESHOLD
     from tests.widgets.fakes import FakeSampler
 
     class Probe(NpuwatchApp):

@@ -10,8 +10,6 @@ the table keeps the last nodes, marked stale (the feed marks them).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Protocol, Sequence, Tuple
@@ -19,16 +17,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, List, Optional, Protocol, Seque
 from rich.cells import cell_len
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult, CSSPathType
+from textual.app import ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Input
 
-from npuwatch.crash import EXIT_INTERNAL, crash_line
+from npuwatch.crash import crash_line
 from npuwatch.fleet.model import FleetSnapshot
 from npuwatch.history import History
-from npuwatch.termination import call_on_termination
 from npuwatch.text_safety import inert
 from npuwatch.widgets.fleet.histories import NodeHistories, fetch_node_history
 from npuwatch.widgets.fleet.node_screen import LEVEL_STYLES, NodeScreen
@@ -40,7 +37,7 @@ from npuwatch.widgets.fleet.rows import (
     next_sort,
     sort_label,
 )
-from npuwatch.widgets.tui.app import fewer_collections
+from npuwatch.widgets.tui.app_base import LiveApp, exit_status, run_live_app
 from npuwatch.widgets.tui.help_screen import HelpScreen
 from npuwatch.widgets.tui.line import Line
 
@@ -103,7 +100,7 @@ class FleetFailed(Message):
         self.error = error
 
 
-class FleetApp(App[None]):
+class FleetApp(LiveApp):
     """``npuwatch fleet``: header, status line, the node table; Enter opens a node."""
 
     CSS_PATH: ClassVar[Optional[CSSPathType]] = list(CSS_FILES)
@@ -129,22 +126,9 @@ class FleetApp(App[None]):
         self.sort = "worst"
         self.filter_text = ""
         self.histories = NodeHistories()
-        self.crash: Optional[Exception] = None
         self._failure: Optional[str] = None
-        self._sampling_since: Optional[float] = None
         self._last_took_s = 0.0
         self._timer: Any = None
-
-    def run(self, **kwargs: Any) -> Any:
-        """Run in the terminal with fewer cycle collections, as the dashboard does."""
-        with fewer_collections():
-            return super().run(**kwargs)
-
-    def _handle_exception(self, error: Exception) -> None:
-        """An internal error ends the app; ``run_fleet_app`` prints one line naming the traceback file."""
-        self.crash = error
-        super()._handle_exception(error)
-        self._exit_renderables.clear()
 
     # --- layout --------------------------------------------------------------------------------
 
@@ -190,10 +174,6 @@ class FleetApp(App[None]):
             self._post(FleetFailed(crash_line(exc, "the fleet refresh")))
             return
         self._post(FleetReady(fleet, time.monotonic() - started))
-
-    def _post(self, message: Message) -> None:
-        with contextlib.suppress(RuntimeError):  # the app quit while this refresh ran
-            self.post_message(message)
 
     def on_fleet_ready(self, message: FleetReady) -> None:
         self._sampling_since = None
@@ -318,9 +298,6 @@ class FleetApp(App[None]):
                 text.append(f" (+{len(head.warnings) - 1} more)", style="dark_orange")
         line.set(text)
 
-    def _busy_s(self) -> Optional[float]:
-        return None if self._sampling_since is None else time.monotonic() - self._sampling_since
-
     def _tick_clock(self) -> None:
         busy = self._busy_s()
         if busy is not None and busy > self.feed.interval_s + 1:
@@ -337,22 +314,12 @@ class FleetApp(App[None]):
 
     def help_keys(self) -> List[Tuple[str, str]]:
         """(key, what it does): each binding's tooltip, then the keys of the table and node screens."""
-        keys: List[Tuple[str, str]] = []
-        for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.tooltip:
-                first = dataclasses.replace(binding, key=binding.key.split(",")[0])
-                keys.append((self.get_key_display(first), binding.tooltip))
-        return [*keys, *FLEET_KEYS]
+        return [*(shown for _binding, shown in self.binding_help()), *FLEET_KEYS]
 
     def action_sort(self) -> None:
         self.sort = next_sort(self.sort)
         self._render_table()
         self._render_header()
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -366,9 +333,6 @@ class FleetApp(App[None]):
             if self._timer is not None:
                 self._timer.stop()
             self._start_sample()
-
-    def action_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
     def _set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -452,9 +416,5 @@ def run_fleet_app(feed: FleetFeed, options: object = None) -> int:
     header.
     """
     app = FleetApp(feed, banner=str(getattr(options, "banner", "") or "").strip())
-    with call_on_termination(lambda code: app.exit(return_code=code)):
-        app.run()
-    if app.crash is not None:
-        print(crash_line(app.crash, "the fleet view"), file=sys.stderr)
-        return EXIT_INTERNAL
-    return app.return_code or 0
+    run_live_app(app)
+    return exit_status(app, "the fleet view")

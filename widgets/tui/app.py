@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import gc
-import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.geometry import Size
-from textual.message import Message
 from textual.widgets import Footer, Input
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
-from npuwatch.crash import EXIT_INTERNAL, crash_line
+from npuwatch.crash import crash_line
 from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
 from npuwatch.model import Snapshot
-from npuwatch.termination import call_on_termination
 from npuwatch.text_safety import inert
+from npuwatch.widgets.tui.app_base import LiveApp, exit_status, run_live_app
 from npuwatch.widgets.tui.chip_grid import ChipGrid
 from npuwatch.widgets.tui.chip_layout import CHIP_MIN_ROWS, ChipLayout, GroupShape, choose_layout
 from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
@@ -46,13 +41,9 @@ if TYPE_CHECKING:
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 #: The header names how long samples take once they take this many times the interval (the real pace).
 SLOW_SAMPLE_FACTOR = 1.2
-#: Python's cycle collector runs after this many new container objects while the dashboard runs
-#: (Python's default is 700): a second's repaint makes thousands of short-lived tuples and lines,
-#: freed as they go, and collecting every 700 of them cost about 0.8 ms of CPU a second.
-GC_GEN0_THRESHOLD = 20_000
 
 
-class NpuwatchApp(App[None]):
+class NpuwatchApp(LiveApp):
     """``npuwatch``: header, alerts, chip cards per NPU, host panel, process table."""
 
     CSS_PATH = "npuwatch.tcss"
@@ -100,24 +91,9 @@ class NpuwatchApp(App[None]):
         self.alerts: Tuple[Alert, ...] = ()
         self.tracker = AlertTracker()
         self._chip_layout: Optional[List[Tuple[int, int]]] = None  # the chips the grid was given
-        self._sampling_since: Optional[float] = None
         self._updated_at: Optional[float] = None
         self._last_took_s = 0.0
         self._failure: Optional[str] = None
-        self.crash: Optional[Exception] = None
-
-    def run(self, **kwargs: Any) -> Any:
-        """Run in the terminal, Python's cycle collector running less often meanwhile; what
-        textual's ``run`` returns (the value the app exited with)."""
-        with fewer_collections():
-            return super().run(**kwargs)
-
-    def _handle_exception(self, error: Exception) -> None:
-        """An internal error ends the app; run_dashboard prints one line naming the traceback
-        file instead of Textual's screenful of locals."""
-        self.crash = error
-        super()._handle_exception(error)
-        self._exit_renderables.clear()
 
     # --- layout ---------------------------------------------------------------------------
 
@@ -174,10 +150,6 @@ class NpuwatchApp(App[None]):
             self._post(SamplerFailed(crash_line(exc, "sampling")))
             return
         self._post(SnapshotReady(snapshot, time.monotonic() - started))
-
-    def _post(self, message: Message) -> None:
-        with contextlib.suppress(RuntimeError):  # the app quit while this sample ran: loop closed
-            self.post_message(message)
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._sampling_since = None
@@ -331,9 +303,6 @@ class NpuwatchApp(App[None]):
     def _width(self) -> int:
         return (self._terminal or self.size).width
 
-    def _busy_s(self) -> Optional[float]:
-        return None if self._sampling_since is None else time.monotonic() - self._sampling_since
-
     def _tick_clock(self) -> None:
         # Only the "sampling for N s" marker moves between samples; the rest comes with them.
         busy = self._busy_s()
@@ -377,11 +346,7 @@ class NpuwatchApp(App[None]):
         """(key, what it does) for the help screen: each binding's tooltip, so the two never disagree."""
         keys: List[Tuple[str, str]] = []
         replay_keys: List[Tuple[str, str]] = []
-        for binding in self.BINDINGS:
-            if not isinstance(binding, Binding) or not binding.tooltip:
-                continue
-            first = dataclasses.replace(binding, key=binding.key.split(",")[0])
-            shown = (self.get_key_display(first), binding.tooltip)
+        for binding, shown in self.binding_help():
             (replay_keys if binding.action.startswith(("seek", "speed")) else keys).append(shown)
         return [*keys, *OTHER_KEYS, *replay_keys]
 
@@ -404,19 +369,11 @@ class NpuwatchApp(App[None]):
     def action_sort(self) -> None:
         self.query_one(ProcessTable).next_sort()
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
-
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
         self.query_one(ProcessTable).set_filter("")
-
-    def action_theme(self) -> None:
-        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -430,17 +387,6 @@ class NpuwatchApp(App[None]):
     def on_chip_selected(self, message: ChipSelected) -> None:
         if self.snapshot is not None:
             self.push_screen(DetailScreen(message.key, self.snapshot, self.sampler))
-
-
-@contextlib.contextmanager
-def fewer_collections(gen0: int = GC_GEN0_THRESHOLD) -> Iterator[None]:
-    """Raise the cycle collector's first threshold to ``gen0`` for the block, then restore it."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], gen0), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _host_name(snapshot: Snapshot) -> Optional[str]:
@@ -473,11 +419,5 @@ def run_dashboard(options: FeedOptions, opening: Optional[OpeningFeed] = None) -
     sampler, banner = (opening or OpeningFeed(options)).result()
     with sampler:
         app = NpuwatchApp(sampler, banner=banner.strip())
-        # A signal asks the app to exit from its loop, so textual restores the terminal and stops
-        # its driver's threads (a SystemExit raised mid-loop could leave them running).
-        with call_on_termination(lambda code: app.exit(return_code=code)):
-            app.run()
-    if app.crash is not None:  # the terminal is restored by now: one line, the traceback in a file
-        print(crash_line(app.crash, "the dashboard"), file=sys.stderr)
-        return EXIT_INTERNAL
-    return app.return_code or 0
+        run_live_app(app)
+    return exit_status(app, "the dashboard")
