@@ -6,7 +6,6 @@ import os
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from npuwatch.probes import runner
@@ -20,31 +19,15 @@ from npuwatch.probes.dcmi.worker import (
     restart_delay_s,
 )
 from tests.conftest import REPO
+from tests.dcmi.helpers import gone as _gone
+from tests.dcmi.helpers import standin_environ
 
 OPENER = "tests.dcmi.standin:open_reader"
 
 
 def _worker(tmp_path: Path, mode: str = "ok", timeout_s: float = 5.0, **extra: str) -> Worker:
-    environ = {
-        "PYTHONPATH": str(REPO),
-        "STANDIN_MODE": mode,
-        "STANDIN_MARK": str(tmp_path / "mark"),
-        **extra,
-    }
+    environ = {**standin_environ(tmp_path, mode), **extra}
     return Worker(None, "/", timeout_s, environ, opener=OPENER)
-
-
-def _gone(pid: int, within_s: float = 10.0) -> bool:
-    """Whether ``pid`` is gone (or a zombie someone else reaps) before a generous deadline."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _tick(worker: Worker) -> WorkerTick:

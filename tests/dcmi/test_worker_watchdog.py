@@ -23,6 +23,7 @@ import psutil
 
 from npuwatch.probes.dcmi import worker
 from tests.conftest import REPO
+from tests.dcmi.helpers import gone
 
 DEADLINE_S = 30.0
 OPENER = "tests.dcmi.standin:open_reader"
@@ -44,15 +45,7 @@ worker.tick()
 
 
 def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
+    return gone(pid, within_s=DEADLINE_S)
 
 
 def test_the_worker_ends_when_npuwatch_is_killed_while_a_forked_copy_holds_its_pipe(tmp_path: Path) -> None:

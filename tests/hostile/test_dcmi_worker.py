@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from npuwatch.probes.dcmi.worker import Worker, WorkerFailure, WorkerTick
-from tests.conftest import REPO
+from tests.dcmi.helpers import gone, standin_environ
 
 DEADLINE_S = 30.0
 OPENER = "tests.dcmi.standin:open_reader"
@@ -41,23 +41,11 @@ elif sys.argv[1] == "idle":
 
 
 def _environ(tmp_path: Path, mode: str) -> Dict[str, str]:
-    return {
-        "PYTHONPATH": str(REPO),
-        "STANDIN_MODE": mode,
-        "STANDIN_MARK": str(tmp_path / "mark"),
-    }
+    return standin_environ(tmp_path, mode)
 
 
 def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
+    return gone(pid, within_s=DEADLINE_S)
 
 
 def _end_worker(pid: int) -> None:
