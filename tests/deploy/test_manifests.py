@@ -10,7 +10,6 @@ import json
 import re
 import selectors
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import yaml
 from npuwatch.cli import build_parser
 from npuwatch.exporter.command import DEFAULT_PORT, parse_listen
 from tests.conftest import REPO, need
+from tests.fleet.cluster import PrometheusServer, need_prometheus, stop_process
 
 KUBE = REPO / "deploy" / "kubernetes"
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
@@ -84,13 +84,6 @@ def container_port() -> Manifest:
     return dict(port)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def http_get(url: str) -> Tuple[int, str]:
     """Status and body; an HTTP error status is an answer too."""
     try:
@@ -125,12 +118,7 @@ def serve_demo(argv: Sequence[str], scenario: str) -> Iterator[str]:
             yield match.group(1)
         finally:
             started += [p for p in _children(process.pid) if p not in started]
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+            stop_process(process)
             _, alive = psutil.wait_procs(started, timeout=15)
             if process.stdout is not None:
                 process.stdout.close()
@@ -462,9 +450,7 @@ def _relabel(configs: List[Manifest], labels: Dict[str, str]) -> Dict[str, str]:
 
 
 def test_the_static_scrape_job_on_a_real_prometheus_scrapes_serve_and_names_each_node(tmp_path: Path):
-    prometheus = shutil.which("prometheus")
-    need(prometheus is not None, "prometheus is not installed (Debian: apt-get install prometheus)")
-    assert prometheus is not None
+    need_prometheus()
     (job,) = [dict(j) for j in scrape_jobs().values() if "static_configs" in j]
     argv = [*container()["command"][1:], *container()["args"]]
     with ExitStack() as stack:
@@ -473,33 +459,22 @@ def test_the_static_scrape_job_on_a_real_prometheus_scrapes_serve_and_names_each
         # Two names for this machine, so the node label tells the two targets apart.
         job["static_configs"] = [{"targets": [f"127.0.0.1:{ports[0]}", f"localhost:{ports[1]}"]}]
         job["scrape_interval"], job["scrape_timeout"] = "1s", "1s"
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}), encoding="utf-8")
-        port = free_port()
-        log = (tmp_path / "prometheus.log").open("wb")
-        server = subprocess.Popen(
-            [
-                prometheus,
-                "--config.file=prometheus.yml",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        stack.callback(_stop, server)
+        config = yaml.safe_dump({"scrape_configs": [job]})
+        prometheus = stack.enter_context(PrometheusServer(tmp_path, config=config))
         query = "count by (job, node) (npu_chip_info_health_status)"
         expected = {(job["job_name"], "127.0.0.1", "16"), (job["job_name"], "localhost", "8")}
         got: set = set()
         deadline = time.monotonic() + 90
         while got != expected:
-            assert server.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            prometheus.assert_running()
             assert time.monotonic() < deadline, f"after 90 s: {got}"
             time.sleep(1)
-            got = _instant(port, query)
-        fleet = _fleet_json(f"http://127.0.0.1:{port}")
-    assert server.returncode is not None
+            got = {
+                (r["metric"].get("job"), r["metric"].get("node"), r["value"][1])
+                for r in prometheus.query(query)
+            }
+        fleet = _fleet_json(prometheus.url)
+    assert prometheus.process.returncode is not None
     # `npuwatch fleet` names each node by the label the job adds, the node with the chip in Alarm first.
     rows = [(n["node"], n["chips_total"], n["chips_ok"], n["level"], n["stale"]) for n in fleet["nodes"]]
     assert rows == [("localhost", 8, 7, "critical", False), ("127.0.0.1", 16, 16, "ok", False)], rows
@@ -517,22 +492,3 @@ def _fleet_json(prometheus: str) -> Dict[str, Any]:
     assert out.returncode == 0, out.stdout[-1000:] + out.stderr[-1000:]
     document: Dict[str, Any] = json.loads(out.stdout)
     return document
-
-
-def _instant(port: int, query: str) -> set:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            result = json.load(response)["data"]["result"]
-    except OSError:
-        return set()  # not listening yet
-    return {(r["metric"].get("job"), r["metric"].get("node"), r["value"][1]) for r in result}
-
-
-def _stop(server: subprocess.Popen) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait(timeout=30)

@@ -5,20 +5,16 @@ unit-tested with promtool); everything else is the shipped file."""
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Set, Tuple
 
 from npuwatch.exporter.server import Exporter
 from npuwatch.feeds import FeedOptions, open_feed
-from tests.conftest import REPO, need
+from tests.conftest import REPO
+from tests.fleet.cluster import PrometheusServer, free_port, need_prometheus
 
 RULES = REPO / "deploy" / "prometheus" / "npuwatch-rules.yml"
 #: Each demo and the alerts it must raise: (alertname, NPU ID, the reason/class/level label).
@@ -30,24 +26,9 @@ EXPECTED: Dict[str, Set[Tuple[str, str, str]]] = {
 Alert = Dict[str, Dict[str, str]]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def get_json(url: str) -> Dict:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        loaded: Dict = json.load(response)
-        return loaded
-
-
-def alerts(base: str) -> List[Alert]:
-    try:
-        return list(get_json(f"{base}/api/v1/alerts")["data"]["alerts"])
-    except OSError:
-        return []  # not listening yet
+def alerts(prometheus: PrometheusServer) -> List[Alert]:
+    data = prometheus.api("alerts")
+    return [] if data is None else list(data["alerts"])  # None: not listening yet
 
 
 def key(alert: Alert) -> Tuple[str, str, str]:
@@ -56,40 +37,21 @@ def key(alert: Alert) -> Tuple[str, str, str]:
     return labels["alertname"], labels.get("npu_id", ""), detail
 
 
-def start_prometheus(tmp_path: Path, targets: List[str], down: str) -> Tuple[subprocess.Popen, str]:
+def start_prometheus(tmp_path: Path, targets: List[str], down: str) -> PrometheusServer:
     rules = re.sub(r"for: \d+m", "for: 0s", RULES.read_text(encoding="utf-8"))
-    (tmp_path / "rules.yml").write_text(rules, encoding="utf-8")
     quoted = ", ".join(f"'{target}'" for target in [*targets, down])
-    (tmp_path / "prometheus.yml").write_text(
+    config = (
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "rule_files: [rules.yml]\n"
         "scrape_configs:\n"
         "  - job_name: npuwatch\n"
-        f"    static_configs: [{{targets: [{quoted}]}}]\n",
-        encoding="utf-8",
+        f"    static_configs: [{{targets: [{quoted}]}}]\n"
     )
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            str(shutil.which("prometheus")),
-            "--config.file=prometheus.yml",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        cwd=tmp_path,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    return process, f"http://127.0.0.1:{port}"
+    return PrometheusServer(tmp_path, config=config, files={"rules.yml": rules})
 
 
 def test_a_real_prometheus_raises_the_alerts_the_demos_call_for(tmp_path: Path):
-    need(
-        shutil.which("prometheus") is not None,
-        "prometheus is not installed (Debian: apt-get install prometheus)",
-    )
+    need_prometheus()
     with ExitStack() as stack:
         instances: Dict[str, str] = {}
         for scenario in EXPECTED:
@@ -98,36 +60,28 @@ def test_a_real_prometheus_raises_the_alerts_the_demos_call_for(tmp_path: Path):
             host, port = exporter.address
             instances[f"{host}:{port}"] = scenario
         down = f"127.0.0.1:{free_port()}"  # nothing listens there
-        process, base = start_prometheus(tmp_path, list(instances), down)
-        try:
-            wanted: FrozenSet[Tuple[str, str, Tuple[str, str, str]]] = frozenset(
-                (instance, scenario, each)
-                for instance, scenario in instances.items()
-                for each in EXPECTED[scenario]
-            )
-            deadline = time.monotonic() + 150
-            while True:
-                firing = [a for a in alerts(base) if a["state"] == "firing"]
-                got = {
-                    (
-                        a["labels"].get("instance", ""),
-                        instances.get(a["labels"].get("instance", ""), ""),
-                        key(a),
-                    )
-                    for a in firing
-                }
-                if wanted <= got and any(a["labels"]["alertname"] == "NpuExporterDown" for a in firing):
-                    break
-                assert process.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
-                assert time.monotonic() < deadline, f"missing after 150 s: {sorted(wanted - got)}"
-                time.sleep(1.0)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        prometheus = stack.enter_context(start_prometheus(tmp_path, list(instances), down))
+        wanted: FrozenSet[Tuple[str, str, Tuple[str, str, str]]] = frozenset(
+            (instance, scenario, each)
+            for instance, scenario in instances.items()
+            for each in EXPECTED[scenario]
+        )
+        deadline = time.monotonic() + 150
+        while True:
+            firing = [a for a in alerts(prometheus) if a["state"] == "firing"]
+            got = {
+                (
+                    a["labels"].get("instance", ""),
+                    instances.get(a["labels"].get("instance", ""), ""),
+                    key(a),
+                )
+                for a in firing
+            }
+            if wanted <= got and any(a["labels"]["alertname"] == "NpuExporterDown" for a in firing):
+                break
+            prometheus.assert_running()
+            assert time.monotonic() < deadline, f"missing after 150 s: {sorted(wanted - got)}"
+            time.sleep(1.0)
     # The chip in Alarm alerts once: npuwatch's level speaks for it, not also its health gauge.
     alarm = [a for a in firing if a["labels"]["alertname"] == "NpuChipUnhealthy"]
     assert [(a["labels"]["npu_id"], a["labels"]["source"]) for a in alarm] == [("3", "npuwatch")]
@@ -141,4 +95,4 @@ def test_a_real_prometheus_raises_the_alerts_the_demos_call_for(tmp_path: Path):
                 f"NPU {alert['labels']['npu_id']} chip {alert['labels']['chip_id']}"
                 in alert["annotations"]["summary"]
             )
-    assert process.returncode is not None
+    assert prometheus.process.returncode is not None

@@ -1,11 +1,13 @@
-"""A small cluster on loopback for the fleet tests: `npuwatch serve` demos, npu-exporter fixtures
-served by a tiny http.server, and a real Prometheus (Debian's `prometheus`) scraping them every second.
+"""A small cluster on loopback for the tests that need a real Prometheus (tests/fleet,
+tests/fleet_views, tests/deploy): `npuwatch serve` demos, npu-exporter fixtures served by a tiny
+http.server, and a real Prometheus (Debian's `prometheus`) scraping them every second.
 
-Everything started here is stopped by ``Cluster.close()`` (the fixtures call it), and every wait is
-bounded."""
+Everything started here is stopped by ``Cluster.close()`` (``running_cluster`` calls it), or by
+leaving a ``PrometheusServer``'s ``with`` block, and every wait is bounded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,19 +17,36 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
-from tests.conftest import REPO
+from tests.conftest import REPO, need
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 EXPORTER_FIXTURE = Path(__file__).parent / "data" / "npu_exporter.prom"
 STARTED = re.compile(r"listening on http://127\.0\.0\.1:(\d+) ")
 #: The frozen simulator clock of every demo: their values do not move between scrapes.
 SIM_NOW = "40"
+
+
+def need_prometheus() -> None:
+    """Skip the test where Prometheus is not installed."""
+    need(os.path.exists(PROMETHEUS), "prometheus is not installed (Debian: apt-get install prometheus)")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """End ``process`` (SIGTERM, then SIGKILL for one that ignores it) and reap it."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
 
 
 def free_port() -> int:
@@ -100,16 +119,34 @@ class Serve:
         return get_json(f"http://{self.address}/snapshot")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+        stop_process(self.process)
 
 
-class ExpositionServer:
+class LoopbackServer:
+    """An http.server on a free loopback port answering with ``handler`` on a daemon thread until
+    ``stop()``; ``daemon_threads``: stopping does not wait for requests still being answered."""
+
+    def __init__(self, handler: Type[BaseHTTPRequestHandler], daemon_threads: bool = False) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = daemon_threads
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+class ExpositionServer(LoopbackServer):
     """Serves npu-exporter's exposition (the fixture) at /metrics, stamping each sample with the
     time now plus ``clock_offset_s`` as npu-exporter stamps its cached samples with its own clock."""
 
@@ -133,33 +170,29 @@ class ExpositionServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.httpd.server_address[1]}"
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
+        super().__init__(Handler)
 
 
 class PrometheusServer:
-    """A real Prometheus on a free loopback port scraping ``jobs`` (name → targets) every second."""
+    """A real Prometheus on a free loopback port, its config, storage and log under ``root``:
+    scraping ``jobs`` (name → targets) every second, or run on ``config`` (prometheus.yml's text)
+    with ``files`` (name → text, e.g. a rules file) beside it.  Stopped by ``stop()`` or on leaving
+    its ``with`` block."""
 
-    def __init__(self, root: Path, jobs: Dict[str, List[str]]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        jobs: Optional[Dict[str, List[str]]] = None,
+        *,
+        config: Optional[str] = None,
+        files: Mapping[str, str] = {},
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
-        lines = [
-            "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}",
-            "scrape_configs:",
-        ]
-        for job, targets in jobs.items():
-            quoted = ", ".join(f"'{t}'" for t in targets)
-            lines += [f"  - job_name: '{job}'", f"    static_configs: [{{targets: [{quoted}]}}]"]
-        (root / "prometheus.yml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        for name, text in files.items():
+            (root / name).write_text(text, encoding="utf-8")
+        if config is None:
+            config = scrape_config(jobs or {})
+        (root / "prometheus.yml").write_text(config, encoding="utf-8")
         self.port = free_port()
         self.log = root / "prometheus.log"
         with open(self.log, "wb") as log:
@@ -179,31 +212,102 @@ class PrometheusServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def api(self, path: str) -> Any:
+        """The ``data`` of ``/api/v1/PATH``; ``None`` while Prometheus does not answer yet."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}", timeout=10) as response:
+                return json.load(response)["data"]
+        except OSError:
+            return None
+
+    def query(self, promql: str) -> List[Dict[str, Any]]:
+        """The instant vector ``promql`` gives now; [] while Prometheus does not answer yet."""
+        data = self.api("query?" + urllib.parse.urlencode({"query": promql}))
+        return [] if data is None else list(data["result"])
+
+    def assert_running(self) -> None:
+        """Fail with the end of Prometheus' log when it exited."""
+        assert self.process.poll() is None, self.log.read_text()[-2000:]
+
     def targets_up(self) -> Dict[str, float]:
         """instance → the latest ``up``."""
-        try:
-            body = urllib.request.urlopen(f"{self.url}/api/v1/query?query=up", timeout=5).read()
-        except OSError:
-            return {}
-        result = json.loads(body)["data"]["result"]
-        return {r["metric"]["instance"]: float(r["value"][1]) for r in result}
+        return {r["metric"]["instance"]: float(r["value"][1]) for r in self.query("up")}
 
     def wait_up(self, instances: List[str], deadline_s: float = 60.0) -> None:
         def all_up() -> bool:
-            assert self.process.poll() is None, self.log.read_text()[-2000:]
+            self.assert_running()
             up = self.targets_up()
             return all(up.get(i) == 1 for i in instances)
 
         wait_until(all_up, deadline_s, f"Prometheus scraping {instances}")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # a Prometheus that ignores SIGTERM
-                self.process.kill()
-                self.process.wait(timeout=30)
+        stop_process(self.process)
+
+    def __enter__(self) -> PrometheusServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def scrape_config(jobs: Dict[str, List[str]]) -> str:
+    """prometheus.yml scraping each job's static targets every second."""
+    lines = [
+        "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}",
+        "scrape_configs:",
+    ]
+    for job, targets in jobs.items():
+        quoted = ", ".join(f"'{t}'" for t in targets)
+        lines += [f"  - job_name: '{job}'", f"    static_configs: [{{targets: [{quoted}]}}]"]
+    return "\n".join(lines) + "\n"
+
+
+class Cluster:
+    """``npuwatch serve`` demos and exposition servers by name, and the Prometheus scraping them."""
+
+    def __init__(self) -> None:
+        self.serves: Dict[str, Serve] = {}
+        self.expositions: Dict[str, ExpositionServer] = {}
+        self.prometheus: PrometheusServer
+
+    def close(self) -> None:
+        """Stop everything started (whatever failed while starting)."""
+        for serve in self.serves.values():
+            serve.stop()
+        for server in self.expositions.values():
+            server.stop()
+        if hasattr(self, "prometheus"):
+            self.prometheus.stop()
+
+
+@contextlib.contextmanager
+def running_cluster(
+    root: Path,
+    scenarios: Tuple[str, ...],
+    expositions: Mapping[str, Callable[[], ExpositionServer]] = {},
+    settle_s: float = 0.0,
+) -> Iterator[Cluster]:
+    """A demo serve per scenario (job ``npu``), an exposition server per name (its own job), and a
+    Prometheus scraping them all, every target up (then ``settle_s`` more for a few scrapes);
+    all of it stopped, and checked stopped, on the way out."""
+    need_prometheus()
+    made = Cluster()
+    try:
+        for scenario in scenarios:
+            made.serves[scenario] = Serve(scenario, root / scenario)
+        for name, start in expositions.items():
+            made.expositions[name] = start()
+        jobs = {"npu": [serve.started() for serve in made.serves.values()]}
+        jobs.update({job: [server.address] for job, server in made.expositions.items()})
+        made.prometheus = PrometheusServer(root / "prometheus", jobs)
+        made.prometheus.wait_up([t for targets in jobs.values() for t in targets])
+        time.sleep(settle_s)
+        yield made
+    finally:
+        made.close()
+    assert all(serve.process.returncode is not None for serve in made.serves.values())
+    assert made.prometheus.process.returncode is not None
 
 
 def exporter_body(drop_labels: Tuple[str, ...] = ()) -> str:

@@ -15,7 +15,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -24,12 +24,12 @@ import pytest
 from npuwatch import snapshot_json
 from npuwatch.cli import EXIT_USAGE, main
 from npuwatch.model import ChipIdentity, ChipSample, Health, Snapshot
-from tests.fleet.cluster import free_port, run_fleet
+from tests.fleet.cluster import LoopbackServer, free_port, run_fleet
 
 Reply = Tuple[int, str, bytes, float]  # status, content type, body, delay before answering
 
 
-class FakeServer:
+class FakeServer(LoopbackServer):
     """Answers every request with ``reply(method, path)``; records what it was asked."""
 
     def __init__(self, reply: Callable[[str, str], Reply], date_offset_s: float = 0.0) -> None:
@@ -71,23 +71,7 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.httpd.server_address[1]}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
+        super().__init__(Handler, daemon_threads=True)
 
 
 @pytest.fixture

@@ -6,23 +6,19 @@ timestamps), and the same three servers polled with --hosts."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 
-from tests.conftest import need
 from tests.fleet.cluster import (
-    PROMETHEUS,
+    Cluster,
     ExpositionServer,
-    PrometheusServer,
-    Serve,
     exporter_body,
     first_line_json,
     free_port,
     run_fleet,
+    running_cluster,
     wait_until,
 )
 from tests.fleet.test_series import schema_validator
@@ -31,43 +27,19 @@ SCENARIOS = ("chip-alarm", "a3", "910b-training")
 COMPARED = ("power_w", "temperature_c", "aicore_percent", "hbm_used_mib", "hbm_total_mib")
 
 
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.serves: Dict[str, Serve] = {}
-        self.expositions: Dict[str, ExpositionServer] = {}
-        self.prometheus: PrometheusServer
-
-    def close(self) -> None:
-        for serve in self.serves.values():
-            serve.stop()
-        for server in self.expositions.values():
-            server.stop()
-        if hasattr(self, "prometheus"):
-            self.prometheus.stop()
+EXPOSITIONS: Dict[str, Callable[[], ExpositionServer]] = {
+    "npu-exporter": lambda: ExpositionServer(exporter_body()),
+    "npu-exporter-behind": lambda: ExpositionServer(exporter_body(), clock_offset_s=-120.0),
+    "npu-exporter-no-id": lambda: ExpositionServer(exporter_body(drop_labels=("id",))),
+}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    need(os.path.exists(PROMETHEUS), "prometheus is not installed (Debian: apt-get install prometheus)")
     root = tmp_path_factory.mktemp("fleet-cluster")
-    made = Cluster(root)
-    try:
-        for scenario in SCENARIOS:
-            made.serves[scenario] = Serve(scenario, root / scenario)
-        made.expositions["npu-exporter"] = ExpositionServer(exporter_body())
-        made.expositions["npu-exporter-behind"] = ExpositionServer(exporter_body(), clock_offset_s=-120.0)
-        made.expositions["npu-exporter-no-id"] = ExpositionServer(exporter_body(drop_labels=("id",)))
-        jobs = {"npu": [serve.started() for serve in made.serves.values()]}
-        jobs.update({job: [server.address] for job, server in made.expositions.items()})
-        made.prometheus = PrometheusServer(root / "prometheus", jobs)
-        made.prometheus.wait_up([t for targets in jobs.values() for t in targets])
-        time.sleep(2.0)  # a few scrapes of each
+    # settle_s: a few scrapes of each
+    with running_cluster(root, SCENARIOS, EXPOSITIONS, settle_s=2.0) as made:
         yield made
-    finally:
-        made.close()
-    for serve in made.serves.values():
-        assert serve.process.returncode is not None
-    assert made.prometheus.process.returncode is not None
 
 
 def fleet_json(cluster: Cluster, *extra: str) -> Dict:

@@ -6,58 +6,27 @@ chip cards and back, a node that stops turning stale.  The cluster is fleet18's 
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Iterator
 
 import pytest
 
-from tests.conftest import need
-from tests.fleet.cluster import PROMETHEUS, PrometheusServer, Serve, free_port
-from tests.widgets.test_tui_tmux import NPUWATCH, Terminal
+from tests.fleet.cluster import Cluster, free_port, running_cluster
+from tests.widgets.test_tui_tmux import NPUWATCH, Terminal, tmux_terminal
 
 SCENARIOS = ("chip-alarm", "a3", "910b-training")
 
 
-class Cluster:
-    def __init__(self) -> None:
-        self.serves: Dict[str, Serve] = {}
-        self.prometheus: PrometheusServer
-
-    def close(self) -> None:
-        for serve in self.serves.values():
-            serve.stop()
-        if hasattr(self, "prometheus"):
-            self.prometheus.stop()
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    need(os.path.exists(PROMETHEUS), "prometheus is not installed (Debian: apt-get install prometheus)")
-    root = tmp_path_factory.mktemp("fleet-view-cluster")
-    made = Cluster()
-    try:
-        for scenario in SCENARIOS:
-            made.serves[scenario] = Serve(scenario, root / scenario)
-        targets = [serve.started() for serve in made.serves.values()]
-        made.prometheus = PrometheusServer(root / "prometheus", {"npu": targets})
-        made.prometheus.wait_up(targets)
+    with running_cluster(tmp_path_factory.mktemp("fleet-view-cluster"), SCENARIOS) as made:
         yield made
-    finally:
-        made.close()
-    assert all(serve.process.returncode is not None for serve in made.serves.values())
-    assert made.prometheus.process.returncode is not None
 
 
 @pytest.fixture
 def term(tmp_path: Path) -> Iterator[Terminal]:
-    need(shutil.which("tmux") is not None, "tmux is not installed")
-    shown = Terminal(tmp_path)
-    try:
+    with tmux_terminal(tmp_path) as shown:
         yield shown
-    finally:
-        shown.close()
 
 
 def in_order(screen: str, *names: str) -> bool:

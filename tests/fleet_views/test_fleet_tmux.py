@@ -3,26 +3,21 @@ screen and types (the dashboard's tmux harness: tests/widgets/test_tui_tmux.py).
 
 from __future__ import annotations
 
-import shutil
 import sys
 from typing import Iterator
 
 import pytest
 
-from tests.conftest import REPO, need
-from tests.widgets.test_tui_tmux import Terminal
+from tests.conftest import REPO
+from tests.widgets.test_tui_tmux import Terminal, tmux_terminal
 
 FLEET = [sys.executable, "-m", "tests.fleet_views.fakes"]
 
 
 @pytest.fixture
 def term(tmp_path) -> Iterator[Terminal]:
-    need(shutil.which("tmux") is not None, "tmux is not installed")
-    shown = Terminal(tmp_path)
-    try:
+    with tmux_terminal(tmp_path) as shown:
         yield shown
-    finally:
-        shown.close()
 
 
 def start(terminal, *args, size=(160, 44)):

@@ -7,17 +7,14 @@ is started through ``env -C WORKDIR``: in the temporary directory, with the venv
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
 
-from tests.conftest import need
 from tests.installed.product import Installed
-from tests.widgets.test_tui_tmux import Terminal, terminal_environ
+from tests.widgets.test_tui_tmux import Terminal, terminal_environ, tmux_terminal
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +37,8 @@ def chips_shown(screen: str) -> List[int]:
 
 @pytest.fixture
 def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    need(shutil.which("tmux") is not None, "tmux is not installed")
-    term = Terminal(tmp_path)
-    try:
+    with tmux_terminal(tmp_path) as term:  # its socket file removed too
         yield term
-    finally:
-        term.close()
-        # kill-server ends the server but leaves its socket file behind.
-        sockets = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
-        (sockets / term.socket).unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("no_color", [False, True], ids=["color", "NO_COLOR"])

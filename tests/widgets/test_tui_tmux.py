@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional
 
@@ -97,6 +98,20 @@ class Terminal:
 
     def close(self) -> None:
         self.tmux("kill-server", check=False)
+        # kill-server ends the server but leaves its socket file behind.
+        sockets = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (sockets / self.socket).unlink(missing_ok=True)
+
+
+@contextmanager
+def tmux_terminal(workdir: Path) -> Iterator[Terminal]:
+    """A Terminal on its own tmux server (the test is skipped without tmux), ended on the way out."""
+    need(shutil.which("tmux") is not None, "tmux is not installed")
+    term = Terminal(workdir)
+    try:
+        yield term
+    finally:
+        term.close()
 
 
 def terminal_environ() -> Dict[str, str]:
@@ -117,13 +132,9 @@ def terminal_environ() -> Dict[str, str]:
 
 @pytest.fixture
 def terminal(tmp_path) -> Iterator[Terminal]:
-    need(shutil.which("tmux") is not None, "tmux is not installed")
-    assert NPUWATCH.exists(), f"the npuwatch console script is missing: {NPUWATCH}"
-    term = Terminal(tmp_path)
-    try:
+    with tmux_terminal(tmp_path) as term:
+        assert NPUWATCH.exists(), f"the npuwatch console script is missing: {NPUWATCH}"
         yield term
-    finally:
-        term.close()
 
 
 @pytest.mark.slow
