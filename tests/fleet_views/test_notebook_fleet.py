@@ -13,7 +13,7 @@ from npuwatch.widgets.fleet.rows import fleet_header, fleet_rows
 from npuwatch.widgets.notebook import fleet_html
 from tests.conftest import need
 from tests.fleet_views.fakes import FakeFleetFeed, crafted_fleet
-from tests.notebook.helpers import wait_for
+from tests.notebook.helpers import magic_shell, wait_for
 
 ROW = re.compile(r'<tr class="npuwatch-fleet-node ([^"]*)" data-node="([^"]+)"')
 
@@ -186,14 +186,8 @@ def recording(tmp_path):
 
 @pytest.fixture
 def ip(widgets_ok):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    from npuwatch import notebook
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "npuwatch")
-    yield shell
-    notebook.stop_all()
+    with magic_shell() as shell:
+        yield shell
 
 
 def test_notebook_fleet_api_on_a_recording(widgets_ok, recording):

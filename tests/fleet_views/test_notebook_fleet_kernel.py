@@ -7,26 +7,12 @@ import json
 
 import pytest
 
-from tests.conftest import need
 from tests.fleet_views.fakes import crafted_fleet
-
-
-def _available() -> bool:
-    try:
-        import ipykernel  # noqa: F401
-        import nbclient  # noqa: F401
-        import nbformat  # noqa: F401
-    except ImportError:
-        return False
-    return True
+from tests.notebook.helpers import cell_stream, run_in_kernel
 
 
 @pytest.fixture
 def executed(tmp_path):
-    need(_available(), "ipykernel, nbclient and nbformat are needed to run a real kernel")
-    import nbformat
-    from nbclient import NotebookClient
-
     from npuwatch.fleet.feed import FleetRecordingWriter
 
     recording = tmp_path / "fleet.ndjson"
@@ -53,17 +39,7 @@ while view.thread.is_alive() and time.monotonic() < deadline:
 print("STOPPED", view.thread.is_alive(), view.status)
 """,
     ]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(
-        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-    return notebook
-
-
-def _stream(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return run_in_kernel(cells, tmp_path)
 
 
 @pytest.mark.slow
@@ -74,10 +50,10 @@ def test_fleet_view_in_a_real_kernel(executed):
     assert "application/vnd.jupyter.widget-view+json" in data
     assert 'class="npuwatch-fleet-live"' in data["text/html"]
     assert "node-alarm" in data["text/plain"]  # it returned after the first refresh
-    line = next(line for line in _stream(executed.cells[2]).splitlines() if line.startswith("STATE "))
+    line = next(line for line in cell_stream(executed.cells[2]).splitlines() if line.startswith("STATE "))
     state = json.loads(line[len("STATE ") :])
     assert state["nodes"] == ["node-alarm", "node-gone", "node-a3", "node-ok"]
     assert state["stale"] == ["node-gone"]
     assert state["updates"] >= 2 and state["thread_alive"]
     assert state["node"] == "node-alarm" and "NPU 3: Alarm" in state["node_html"]
-    assert "STOPPED False stopped" in _stream(executed.cells[3])
+    assert "STOPPED False stopped" in cell_stream(executed.cells[3])

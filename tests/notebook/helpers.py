@@ -1,19 +1,23 @@
-"""Helpers for the notebook tests: a fake feed (fixed snapshots, no npu-smi) and polling."""
+"""Helpers for the notebook tests: a fake feed (fixed snapshots, no npu-smi), polling, a real
+IPython shell with the magic loaded, and a real Jupyter kernel running cells."""
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from html.parser import HTMLParser
-from typing import Callable, Dict, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
 from npuwatch.feeds import FeedOptions
 from npuwatch.history import History
 from npuwatch.model import Snapshot
+from tests.conftest import need
 
 #: Generous: a loaded CI machine may take long to schedule a thread; no test asserts a duration.
 DEADLINE_S = 30.0
@@ -153,3 +157,50 @@ def inline_style(style: str) -> Dict[str, str]:
         if colon:
             out[name.strip().lower()] = value.strip()
     return out
+
+
+@contextmanager
+def magic_shell() -> Iterator[Any]:
+    """A real IPython shell (no kernel) with ``%load_ext npuwatch``; every notebook view it started
+    is stopped on the way out."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from npuwatch import notebook
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "npuwatch")
+    try:
+        yield shell
+    finally:
+        notebook.stop_all()
+
+
+def _kernel_available() -> bool:
+    try:
+        import ipykernel  # noqa: F401
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_in_kernel(cells: Sequence[str], path: Path) -> Any:
+    """The notebook of ``cells`` after a real Jupyter kernel (nbclient) ran them in ``path``; the
+    test is skipped without ipykernel, nbclient and nbformat."""
+    need(_kernel_available(), "ipykernel, nbclient and nbformat are needed to run a real kernel")
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = NotebookClient(
+        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path)}}
+    )
+    client.execute()
+    return notebook
+
+
+def cell_stream(cell: Any) -> str:
+    """What a cell printed (its stream outputs)."""
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")

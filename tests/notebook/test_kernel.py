@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import need
+from tests.notebook.helpers import cell_stream, run_in_kernel
 
 FROZEN_SIM_S = "300"
 
@@ -37,34 +37,10 @@ print("STOPPED", view.thread.is_alive(), view.status)
 ]
 
 
-def _available() -> bool:
-    try:
-        import ipykernel  # noqa: F401
-        import nbclient  # noqa: F401
-        import nbformat  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture
 def executed(tmp_path, monkeypatch):
-    need(_available(), "ipykernel, nbclient and nbformat are needed to run a real kernel")
-    import nbformat
-    from nbclient import NotebookClient
-
     monkeypatch.setenv("NPUWATCH_SIM_NOW", FROZEN_SIM_S)  # the kernel inherits it: fixed demo values
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(
-        notebook, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-    return notebook
-
-
-def _stream(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return run_in_kernel(CELLS, tmp_path)
 
 
 def test_live_view_in_a_real_kernel(executed):
@@ -78,7 +54,7 @@ def test_live_view_in_a_real_kernel(executed):
     assert "npuwatch" in data["text/plain"]
     assert 'class="npuwatch-live"' in data["text/html"]
 
-    line = next(x for x in _stream(executed.cells[2]).splitlines() if x.startswith("STATE "))
+    line = next(x for x in cell_stream(executed.cells[2]).splitlines() if x.startswith("STATE "))
     state = json.loads(line[len("STATE ") :])
     assert state["status"] == "live"
     assert state["root_classes"] == ["npuwatch-live"]
@@ -101,7 +77,7 @@ def test_live_view_in_a_real_kernel(executed):
     assert f"{reference.chips[0].temperature_c} °C" in sent or "sampling…" in sent
     assert f"{reference.chips[0].temperature_c} °C" in state["fallback_text"]
 
-    stopped = _stream(executed.cells[3])
+    stopped = cell_stream(executed.cells[3])
     assert "STOPPED False stopped" in stopped
 
     # The widget state the kernel produced, as nbclient saved it in the notebook.

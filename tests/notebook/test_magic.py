@@ -9,20 +9,14 @@ import sys
 
 import pytest
 
-from tests.notebook.helpers import wait_for
+from tests.notebook.helpers import magic_shell, wait_for
 from tests.selftest.helpers import fake_env
 
 
 @pytest.fixture
 def ip(needs_ipywidgets):
-    from IPython.core.interactiveshell import InteractiveShell
-
-    from npuwatch import notebook
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "npuwatch")
-    yield shell
-    notebook.stop_all()
+    with magic_shell() as shell:
+        yield shell
 
 
 @pytest.fixture
