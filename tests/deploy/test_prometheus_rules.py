@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from npuwatch.exporter.server import Exporter
 from npuwatch.feeds import FeedOptions, open_feed
 from tests.conftest import REPO, need
+from tests.exporter.test_grafana import metric_names  # one PromQL reader for rules and dashboard
 
 RULES_DIR = REPO / "deploy" / "prometheus"
 RULES = RULES_DIR / "npuwatch-rules.yml"
@@ -27,8 +28,6 @@ RULE_TESTS = RULES_DIR / "npuwatch-rules.test.yml"
 SEVERITIES = ("critical", "warning", "info")
 #: Names the rules select that are not an exporter's (Prometheus's own target health).
 PROMETHEUS_OWN = {"up"}
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless"}
-_KEYWORDS |= {"offset", "inf", "nan"}
 
 Exposition = Dict[str, List[Dict[str, str]]]
 
@@ -54,21 +53,6 @@ def rules() -> List[Dict[str, Any]]:
 def rule_tests() -> List[Dict[str, Any]]:
     doc = yaml.safe_load(RULE_TESTS.read_text(encoding="utf-8"))
     return [case for test in doc["tests"] for case in test.get("alert_rule_test", [])]
-
-
-def metric_names(expr: str) -> Set[str]:
-    """The metric names a PromQL expression selects (functions, keywords, label names skipped)."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    text = re.sub(r"\{[^}]*\}", "", text)
-    text = re.sub(r"\[[^\]]*\]", "", text)
-    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
-    names = set()
-    for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", text):
-        if text[match.end() :].lstrip().startswith("("):
-            continue  # a function call
-        if match.group(0).lower() not in _KEYWORDS:
-            names.add(match.group(0))
-    return names
 
 
 def selectors(expr: str) -> Iterator[Tuple[str, str, str, str]]:

@@ -18,10 +18,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from npuwatch import snapshot_json
-from npuwatch.exporter.metrics import HEALTH_CODES, chip_id_label
+from npuwatch.exporter.metrics import HEALTH_CODES
 from npuwatch.exporter.server import Exporter
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, ProbeReport, Snapshot
+from tests.exporter.test_metrics import labels_of as chip_labels
 
 SCHEMA = json.loads(resources.files("npuwatch").joinpath("snapshot-v1.schema.json").read_text())
 Series = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
@@ -147,16 +148,7 @@ def sampled(exporter: Exporter) -> bool:
 
 
 def labels_of(sample: ChipSample) -> FrozenSet[Tuple[str, str]]:
-    i = sample.identity
-    return frozenset(
-        {
-            "id": chip_id_label(i),
-            "model_name": i.name or "",
-            "pcie_bus_info": i.bus_id or "",
-            "npu_id": str(i.npu_id),
-            "chip_id": str(i.chip_id),
-        }.items()
-    )
+    return frozenset(chip_labels(sample).items())
 
 
 # --- /metrics ------------------------------------------------------------------------------------

@@ -8,9 +8,8 @@ from datetime import datetime, timezone
 from typing import Dict, FrozenSet, Optional, Tuple
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from npuwatch.exporter.metrics import ExporterView, chip_id_label, render
+from npuwatch.exporter.metrics import ExporterView, render
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import (
     ChipIdentity,
@@ -24,20 +23,11 @@ from npuwatch.model import (
     Workload,
     WorkloadClass,
 )
+from tests.exporter.test_metrics import labels_of, series
 
 Key = Tuple[str, FrozenSet[Tuple[str, str]]]
 TAKEN = datetime(2026, 11, 24, 13, 0, tzinfo=timezone.utc)
 CLASSES = [each.value for each in WorkloadClass]
-
-
-def series(body: bytes) -> Dict[Key, float]:
-    out: Dict[Key, float] = {}
-    for family in text_string_to_metric_families(body.decode("utf-8")):
-        for sample in family.samples:
-            key = (sample.name, frozenset(sample.labels.items()))
-            assert key not in out, f"duplicate series {key}"
-            out[key] = sample.value
-    return out
 
 
 def chip(
@@ -73,17 +63,7 @@ def render_chips(*chips: ChipSample) -> Dict[Key, float]:
 
 
 def labels(sample: ChipSample, **extra: str) -> FrozenSet[Tuple[str, str]]:
-    i = sample.identity
-    return frozenset(
-        {
-            "id": chip_id_label(i),
-            "model_name": i.name or "",
-            "pcie_bus_info": i.bus_id or "",
-            "npu_id": str(i.npu_id),
-            "chip_id": str(i.chip_id),
-            **extra,
-        }.items()
-    )
+    return frozenset({**labels_of(sample), **extra}.items())
 
 
 @pytest.mark.parametrize("kind", list(WorkloadClass))

@@ -6,7 +6,6 @@ tests set it as the feed's ``WorkloadJudge`` would."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import replace
 from datetime import timedelta
@@ -27,13 +26,12 @@ from npuwatch.widgets.tui.detail_screen import chip_summary
 from npuwatch.widgets.view_model import chip_row, evidence_text, explain
 from tests.widgets.fakes import (
     FIXED_AT,
-    FakeSampler,
     capture_snapshot,
     card_text,
     chip_cards,
-    wait_for,
     with_dcmi_values,
 )
+from tests.widgets.test_tui_new_metrics import drive
 
 A3 = capture_snapshot("100")  # 8 NPUs × 2 chips
 B910 = capture_snapshot("001")  # 8 × 910B2
@@ -338,18 +336,6 @@ def test_a_snapshot_not_judged_prints_the_table_it_always_printed() -> None:
 
 
 # --- the dashboard ------------------------------------------------------------------------------
-
-
-def drive(snapshot: Snapshot, scenario, size: Tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
-    app = NpuwatchApp(FakeSampler([snapshot], interval_s=3600.0))
-
-    async def main() -> None:
-        async with app.run_test(size=size) as pilot:
-            assert await wait_for(pilot, lambda: app.snapshot is not None), "no first sample"
-            await pilot.pause()
-            await scenario(app, pilot)
-
-    asyncio.run(main())
 
 
 def test_16_dcmi_chips_keep_their_cards_at_160x48_each_with_its_tag() -> None:
