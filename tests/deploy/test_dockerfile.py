@@ -24,6 +24,7 @@ from npuwatch.cli import build_parser
 from npuwatch.exporter.command import DEFAULT_PORT, parse_listen
 from tests.conftest import REPO
 from tests.deploy.test_manifests import container_port, serve_demo
+from tests.installed.product import pip_wheel_argv
 
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
@@ -234,17 +235,7 @@ def test_the_copied_files_alone_build_a_wheel_with_every_module_and_data_file(tm
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, target)
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--wheel-dir",
-            "dist",
-            ".",
-        ],
+        pip_wheel_argv(Path("."), Path("dist")),
         cwd=context,
         capture_output=True,
         text=True,

@@ -102,7 +102,15 @@ def build_dists(out: Path) -> Dists:
         else:  # Python < 3.11.4: our own archive, just built
             archive.extractall(unpacked)
     (top,) = unpacked.iterdir()
-    pip_wheel = [
+    run_checked(pip_wheel_argv(top, dist), cwd=out, timeout=BUILD_TIMEOUT_S)
+    (wheel,) = dist.glob("npuwatch-*.whl")
+    return Dists(sdist=sdist, wheel=wheel)
+
+
+def pip_wheel_argv(source: Path, wheel_dir: Path) -> List[str]:
+    """``pip wheel`` of the project at ``source`` into ``wheel_dir``, with the build tools installed
+    here (no download) and without its dependencies."""
+    return [
         sys.executable,
         "-m",
         "pip",
@@ -110,12 +118,9 @@ def build_dists(out: Path) -> Dists:
         "--no-deps",
         "--no-build-isolation",
         "-w",
-        str(dist),
-        str(top),
+        str(wheel_dir),
+        str(source),
     ]
-    run_checked(pip_wheel, cwd=out, timeout=BUILD_TIMEOUT_S)
-    (wheel,) = dist.glob("npuwatch-*.whl")
-    return Dists(sdist=sdist, wheel=wheel)
 
 
 def sdist_names(sdist: Path) -> List[str]:

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import zipfile
 
 from tests.conftest import REPO
+from tests.installed.product import pip_wheel_argv
 
 
 def test_wheel_contains_every_module_under_the_npuwatch_name(tmp_path):
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(REPO),
-        ],
+        pip_wheel_argv(REPO, tmp_path),
         capture_output=True,
         text=True,
     )
