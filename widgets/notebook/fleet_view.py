@@ -131,18 +131,7 @@ class FleetView(ViewLifecycle):
             return
         if self._stop.is_set():
             return
-        try:
-            with self._lock:
-                if self._stop.is_set():
-                    return
-                if self.widget.comm is None:
-                    self.stop()
-                    return
-                self._render(fleet)
-        except Exception as exc:  # a bug in rendering: one line in the view, never a frozen view
-            self._on_crash(self._crash_line(exc))
-        finally:
-            self._first.set()
+        self._show(lambda: self._render(fleet))
 
     def _render(self, fleet: FleetSnapshot) -> None:
         self.fleet = fleet

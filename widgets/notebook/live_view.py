@@ -164,18 +164,7 @@ class LiveView(ViewLifecycle):
     # --- updates (on the hub's thread) -----------------------------------------------------------
 
     def _on_snapshot(self, snapshot: Snapshot) -> None:
-        try:
-            with self._lock:
-                if self._stopped:
-                    return
-                if self.widget.comm is None:
-                    self.stop()
-                    return
-                self._render(snapshot)
-        except Exception as exc:  # a bug in npuwatch: one line in the view, never a frozen view
-            self._on_crash(self._crash_line(exc))
-        finally:
-            self._first.set()
+        self._show(lambda: self._render(snapshot))
 
     def _own_memory(self, snapshot: Snapshot) -> Optional[Dict[Tuple[int, int], str]]:
         """This kernel's allocator figures as text by chip key; ``None`` without a reader."""

@@ -1,12 +1,13 @@
 """Provides ViewLifecycle: what every live notebook view (``LiveView``, ``FleetView``) does with its
-root widget: stop when it is closed (from Python or the front-end), close its tree, wait for the
+root widget: stop when it is closed (from Python or the front-end), close its tree, draw an update
+from its thread (an exception is one crash line in the view, never a frozen view), wait for the
 first update, and show itself as the widget with text and HTML fallbacks.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 
 class ViewLifecycle:
@@ -15,10 +16,41 @@ class ViewLifecycle:
 
     widget: Any
     _first: threading.Event
+    _lock: threading.RLock
+
+    @property
+    def running(self) -> bool:
+        """True until ``stop()`` or the widget is closed (the view's own)."""
+        raise NotImplementedError
 
     def stop(self) -> None:
         """Stop updating (the view's own)."""
         raise NotImplementedError
+
+    def _crash_line(self, exc: Exception) -> str:
+        """The crash line of ``exc`` (the view's own)."""
+        raise NotImplementedError
+
+    def _on_crash(self, line: str) -> None:
+        """Show a crash line (the view's own)."""
+        raise NotImplementedError
+
+    def _show(self, render: Callable[[], None]) -> None:
+        """Run ``render`` under the view's lock (on the updating thread) unless the view stopped; a
+        widget closed meanwhile stops the view.  An exception is a bug in npuwatch: one line in the
+        view, never a frozen view.  ``wait_first`` wakes either way."""
+        try:
+            with self._lock:
+                if not self.running:
+                    return
+                if self.widget.comm is None:
+                    self.stop()
+                    return
+                render()
+        except Exception as exc:
+            self._on_crash(self._crash_line(exc))
+        finally:
+            self._first.set()
 
     def text(self) -> str:
         """The text/plain fallback (the view's own)."""
