@@ -18,11 +18,14 @@ load inside the functions that need them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterator, Mapping, Optional, Tuple
 
 from npuwatch.errors import UsageError, VariableError
 from npuwatch.option_values import (
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
     from npuwatch.probes.host import HostProbe, ProcessLookup
     from npuwatch.probes.npu_smi import NpuSmi
+    from npuwatch.probes.simulator.machine import PendingSimulation
     from npuwatch.probes.sysroot import Sysroot
 
 #: The chip-data backends a feed can read (``--backend`` / ``NPUWATCH_BACKEND``): ``auto`` reads
@@ -335,11 +339,16 @@ class MachineHandle:
         self.close()
 
 
-def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> MachineHandle:
+def open_machine(
+    options: FeedOptions,
+    environ: Optional[Mapping[str, str]] = None,
+    pending: Optional[PendingSimulation] = None,
+) -> MachineHandle:
     """The machine ``options`` name: a demo's simulated tree, ``--root`` or this machine.
 
     ``--root`` falls back to ``NPUWATCH_ROOT``, ``--npu-smi`` to ``NPUWATCH_NPU_SMI``; a root that
     is not a folder is a ``UsageError`` (a ``VariableError`` when the variable named it).
+    ``pending``: the demo's machine already being built (``Simulation.begin``), taken over here.
     """
     options.validate()
     env = _env(environ)
@@ -349,7 +358,7 @@ def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = No
     if options.demo is not None:
         from npuwatch.probes.simulator import Simulation
 
-        sim = Simulation.start(options.demo)
+        sim = pending.wait() if pending is not None else Simulation.start(options.demo)
         return MachineHandle(
             sim.sysroot(),
             sim.npu_smi,
@@ -366,11 +375,16 @@ def open_machine(options: FeedOptions, environ: Optional[Mapping[str, str]] = No
     return MachineHandle(sysroot, npu_smi, env, dcmi_library=library)
 
 
-def open_feed(options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> SnapshotFeed:
+def open_feed(
+    options: FeedOptions,
+    environ: Optional[Mapping[str, str]] = None,
+    pending: Optional[PendingSimulation] = None,
+) -> SnapshotFeed:
     """The SnapshotFeed ``options`` name: live, a demo, a replayed recording or a saved npu-smi text.
 
     Close it (or use it as a context manager): a demo's simulated machine lives until then.
-    ``UsageError`` when the options contradict each other or name nothing usable.
+    ``UsageError`` when the options contradict each other or name nothing usable.  ``pending``:
+    the demo's machine already being built; the caller still closes it (a no-op once taken).
     """
     options.validate()
     interval_s = options.interval(environ)
@@ -378,7 +392,7 @@ def open_feed(options: FeedOptions, environ: Optional[Mapping[str, str]] = None)
         return _replay_recording(options)
     timeout_s = options.timeout(environ)
     backend = options.chip_backend(environ)
-    machine = open_machine(options, environ)
+    machine = open_machine(options, environ, pending)
     try:
         return _sampler(options, machine, interval_s, timeout_s, backend)
     except BaseException:
@@ -520,33 +534,53 @@ def parse_devices(devices: Any) -> Optional[FrozenSet[int]]:
 class OpeningFeed:
     """``demo_fallback`` and ``open_feed`` on a thread, started at once.
 
-    The dashboard opens its feed this way before it imports its toolkit: building a demo's tree
-    (file writes) and starting DCMI's worker process overlap the import, so the first sample is
-    ready by the first paint.  ``result()`` hands over the feed and the banner (raising what
-    opening raised); ``close()`` ends a feed nobody took.
+    The dashboard opens its feed this way before it imports its toolkit: starting DCMI's worker
+    process overlaps the import, so the first sample is ready by the first paint.  A demo named
+    by the options has its tree built by a forked child (``Simulation.begin``), started here
+    before the thread: its file writes then run beside the import instead of competing with it
+    for the interpreter.  ``result()`` hands over the feed and the banner (raising what opening
+    raised); ``close()`` ends a feed nobody took.
     """
 
     def __init__(self, options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> None:
-        import threading
-
         self._outcome: Optional[Tuple[SnapshotFeed, str]] = None
         self._error: Optional[BaseException] = None
         self._taken = False
+        self._thread: Optional[threading.Thread] = None
+        try:
+            # A signal (npuwatch's raise SystemExit) waits until the thread owns what was started,
+            # and is raised here, where close() can end it: never between a fork and the thread.
+            with _held_signals():
+                pending = _begin_demo(options)
+                self._thread = threading.Thread(
+                    target=self._open,
+                    args=(options, environ, pending),
+                    name="npuwatch-open-feed",
+                    daemon=True,
+                )
+                self._thread.start()
+        except BaseException:
+            self.close()
+            raise
 
-        def run() -> None:
-            try:
-                chosen, banner = demo_fallback(options, environ)
-                feed = open_feed(chosen, environ)
-                about = str(getattr(feed, "about", ""))
-                self._outcome = (feed, " · ".join(part for part in (banner, about) if part))
-            except BaseException as exc:  # handed to result()'s caller
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="npuwatch-open-feed", daemon=True)
-        self._thread.start()
+    def _open(
+        self, options: FeedOptions, environ: Optional[Mapping[str, str]], pending: Optional[PendingSimulation]
+    ) -> None:
+        _release_signals()  # what this thread starts (DCMI's worker) gets the usual signal mask
+        try:
+            chosen, banner = demo_fallback(options, environ)
+            feed = open_feed(chosen, environ, pending if chosen.demo == options.demo else None)
+            about = str(getattr(feed, "about", ""))
+            self._outcome = (feed, " · ".join(part for part in (banner, about) if part))
+        except BaseException as exc:  # handed to result()'s caller
+            self._error = exc
+        finally:
+            if pending is not None:
+                pending.close()  # nothing once the feed took the tree
 
     def result(self) -> Tuple[SnapshotFeed, str]:
         """The open feed and the banner; what opening raised (a ``UsageError``) is raised here."""
+        assert self._thread is not None
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -556,7 +590,50 @@ class OpeningFeed:
 
     def close(self) -> None:
         """Close the feed if it opened and ``result()`` never handed it over."""
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if self._outcome is not None and not self._taken:
             self._taken = True
             self._outcome[0].close()
+
+
+#: The signals npuwatch ends on (npuwatch.termination), held while a start-up step must not be cut.
+_ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """Hold npuwatch's ending signals off in the main thread meanwhile; one that came is handled
+    (raised) when they are released.  Elsewhere, or without ``pthread_sigmask``: nothing."""
+    wanted = {getattr(signal, name) for name in _ENDING_SIGNALS if hasattr(signal, name)}
+    previous = None
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+        with contextlib.suppress(OSError, ValueError):
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _release_signals() -> None:
+    """Unblock the ending signals in this thread (a thread starts with its creator's mask)."""
+    if hasattr(signal, "pthread_sigmask"):
+        wanted = {getattr(signal, name) for name in _ENDING_SIGNALS if hasattr(signal, name)}
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+
+
+def _begin_demo(options: FeedOptions) -> Optional[PendingSimulation]:
+    """The demo's machine, its build started in a child, when the options name a valid demo;
+    ``None`` otherwise (opening then builds it, or says what is wrong, as ``open_feed`` does)."""
+    if options.demo is None:
+        return None
+    try:
+        options.validate()
+        from npuwatch.probes.simulator.machine import Simulation
+
+        return Simulation.begin(options.demo)
+    except Exception:  # the same error comes again, with its usual words, from open_feed
+        return None
