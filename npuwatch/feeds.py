@@ -551,10 +551,11 @@ class OpeningFeed:
             # A signal (npuwatch's raise SystemExit) waits until the thread owns what was started,
             # and is raised here, where close() can end it: never between a fork and the thread.
             with _held_signals():
-                pending = _begin_demo(options)
+                decided = _fallback_now(options, environ)
+                pending = _begin_demo(options if decided is None else decided[0])
                 self._thread = threading.Thread(
                     target=self._open,
-                    args=(options, environ, pending),
+                    args=(options, environ, decided, pending),
                     name="npuwatch-open-feed",
                     daemon=True,
                 )
@@ -564,12 +565,16 @@ class OpeningFeed:
             raise
 
     def _open(
-        self, options: FeedOptions, environ: Optional[Mapping[str, str]], pending: Optional[PendingSimulation]
+        self,
+        options: FeedOptions,
+        environ: Optional[Mapping[str, str]],
+        decided: Optional[Tuple[FeedOptions, str]],
+        pending: Optional[PendingSimulation],
     ) -> None:
         _release_signals()  # what this thread starts (DCMI's worker) gets the usual signal mask
         try:
-            chosen, banner = demo_fallback(options, environ)
-            feed = open_feed(chosen, environ, pending if chosen.demo == options.demo else None)
+            chosen, banner = demo_fallback(options, environ) if decided is None else decided
+            feed = open_feed(chosen, environ, pending if chosen.demo is not None else None)
             about = str(getattr(feed, "about", ""))
             self._outcome = (feed, " · ".join(part for part in (banner, about) if part))
         except BaseException as exc:  # handed to result()'s caller
@@ -623,6 +628,20 @@ def _release_signals() -> None:
         wanted = {getattr(signal, name) for name in _ENDING_SIGNALS if hasattr(signal, name)}
         with contextlib.suppress(OSError, ValueError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+
+
+def _fallback_now(
+    options: FeedOptions, environ: Optional[Mapping[str, str]]
+) -> Optional[Tuple[FeedOptions, str]]:
+    """``demo_fallback`` decided before the thread starts, so a demo standing in for a machine
+    without an NPU is built in a child too; ``None`` when the options name a demo or a recording
+    already, or when deciding failed (the thread asks again and hands the error to ``result()``)."""
+    if options.demo is not None or options.replay is not None:
+        return None
+    try:
+        return demo_fallback(options, environ)
+    except Exception:
+        return None
 
 
 def _begin_demo(options: FeedOptions) -> Optional[PendingSimulation]:

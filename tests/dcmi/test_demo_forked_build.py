@@ -16,7 +16,7 @@ from typing import Dict, List
 import pytest
 
 from npuwatch.feeds import FeedOptions, OpeningFeed
-from npuwatch.probes.simulator import machine
+from npuwatch.probes.simulator import DEFAULT_SCENARIO, machine
 from npuwatch.probes.simulator.machine import DEMO_PREFIX, PendingSimulation, Simulation
 
 
@@ -150,4 +150,32 @@ def test_the_opening_feed_takes_the_forked_demo_and_closing_leaves_nothing(demo_
 def test_an_opening_feed_nobody_takes_removes_its_demo(demo_dir):
     opening = OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
     opening.close()
+    assert _trees(demo_dir) == []
+
+
+def test_the_demo_standing_in_for_a_machine_without_an_npu_is_built_in_a_child_too(demo_dir, monkeypatch):
+    import npuwatch.availability
+
+    begun: List[str] = []
+    original = Simulation.begin
+
+    def recording_begin(scenario: str = "a3", seed: int = 0) -> PendingSimulation:
+        begun.append(scenario)
+        return original(scenario, seed)
+
+    for name in ("NPUWATCH_ROOT", "NPUWATCH_NPU_SMI", "NPUWATCH_DCMI_LIB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(npuwatch.availability, "machine_has_npu", lambda sysroot: False)
+    monkeypatch.setattr(Simulation, "begin", staticmethod(recording_begin))
+    opening = OpeningFeed(FeedOptions(backend="npu-smi"))
+    try:
+        feed, banner = opening.result()
+        try:
+            assert banner.startswith("No Ascend NPU here")
+            assert begun == [DEFAULT_SCENARIO]
+            assert len(feed.sample().chips) > 0
+        finally:
+            feed.close()
+    finally:
+        opening.close()
     assert _trees(demo_dir) == []
