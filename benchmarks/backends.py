@@ -145,9 +145,14 @@ def first_screen_s(backend: str, scenario: str, chips: int, deadline_s: float = 
     tmux = ["tmux", "-L", socket]
     command = f"{script} --demo {scenario} --backend {backend} --interval 1"
     subprocess.run([*tmux, "new-session", "-d", "-x", "200", "-y", "50", "sleep 60"], check=True)
+    pane_pid = 0
     try:
         started = time.monotonic()
         subprocess.run([*tmux, "respawn-pane", "-k", command], check=True)
+        shown = subprocess.run(
+            [*tmux, "display-message", "-p", "#{pane_pid}"], capture_output=True, text=True
+        )
+        pane_pid = int(shown.stdout.strip() or 0)
         while time.monotonic() - started < deadline_s:
             pane = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
             if pane.count("°C") >= chips:
@@ -156,6 +161,21 @@ def first_screen_s(backend: str, scenario: str, chips: int, deadline_s: float = 
         raise RuntimeError(f"no full screen within {deadline_s:g} s")
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        _wait_gone(pane_pid)  # its shutdown (tree removal, worker) must not overlap the next start
+
+
+def _wait_gone(pid: int, deadline_s: float = 10.0) -> None:
+    """Wait until ``pid`` (the dashboard the pane ran) has exited, up to ``deadline_s``."""
+    if pid <= 0:
+        return
+    until = time.monotonic() + deadline_s
+    while time.monotonic() < until and psutil.pid_exists(pid):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.02)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
