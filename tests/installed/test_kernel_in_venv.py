@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import need
 from tests.installed.product import Installed
-from tests.notebook.test_kernel import CELLS, _stream
+from tests.notebook.helpers import cell_stream
+from tests.notebook.test_kernel import CELLS
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,7 @@ def executed(installed: Installed, workdir: Path, tmp_path: Path, monkeypatch: p
 
 
 def test_live_view_in_a_kernel_of_the_venv(executed, installed: Installed):
-    where = next(x for x in _stream(executed.cells[0]).splitlines() if x.startswith("WHERE "))
+    where = next(x for x in cell_stream(executed.cells[0]).splitlines() if x.startswith("WHERE "))
     python, package = json.loads(where[len("WHERE ") :])
     assert Path(python).parent == installed.venv / "bin"
     assert Path(package).parent == installed.site_packages / "npuwatch"
@@ -79,11 +80,11 @@ def test_live_view_in_a_kernel_of_the_venv(executed, installed: Installed):
     assert "application/vnd.jupyter.widget-view+json" in data
     assert 'class="npuwatch-live"' in data["text/html"]
 
-    line = next(x for x in _stream(executed.cells[3]).splitlines() if x.startswith("STATE "))
+    line = next(x for x in cell_stream(executed.cells[3]).splitlines() if x.startswith("STATE "))
     state = json.loads(line[len("STATE ") :])
     assert state["status"] == "live"
     assert state["root_classes"] == ["npuwatch-live"]
     assert re.fullmatch(r"\d\d:\d\d:\d\d", state["updated"])
     assert state["updated"] != state["first_updated"]  # it sampled again: the view is live
     assert [(c["npu_id"], c["chip_id"]) for c in state["chips"]] == [(n, 0) for n in range(8)]
-    assert "STOPPED False stopped" in _stream(executed.cells[4])
+    assert "STOPPED False stopped" in cell_stream(executed.cells[4])
