@@ -169,9 +169,25 @@ def test_a_signal_to_the_doctor_while_npu_smi_hangs_leaves_no_npu_smi(tmp_path, 
     _assert_none_left(marker)
 
 
+def _wait_listening(proc: subprocess.Popen) -> None:
+    """Wait for serve's start-up line: from then on its own handler answers SIGTERM with exit 0
+    (a signal before it, while the feed opens, ends serve with 128 + SIGTERM, as every command)."""
+    import select
+
+    seen, end = b"", time.monotonic() + DEADLINE_S
+    assert proc.stdout is not None
+    while b"listening on" not in seen:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, end - time.monotonic()))
+        chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
+        if not chunk:
+            pytest.fail(f"serve printed no start-up line: {seen.decode(errors='replace')}")
+        seen += chunk
+
+
 def test_serve_with_a_long_timeout_stops_on_sigterm_without_leaving_npu_smi(tmp_path, marker):
     argv = ["serve", "--demo", "npu-smi-hang", "--timeout", "30", "--listen", "127.0.0.1:0"]
     proc = _start(argv, tmp_path)
+    _wait_listening(proc)
     _wait_for(_npu_smi_in_flight(marker), "the hung npu-smi")
     code, _out, err = _stop(proc, signal.SIGTERM)
     assert code == 0, err
