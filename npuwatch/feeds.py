@@ -18,14 +18,12 @@ load inside the functions that need them.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Iterator, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, Optional, Tuple
 
 from npuwatch.errors import UsageError, VariableError
 from npuwatch.option_values import (
@@ -37,6 +35,7 @@ from npuwatch.option_values import (
     seconds,
     speed_factor,
 )
+from npuwatch.probes.runner import held_signals, release_signals
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 
 if TYPE_CHECKING:
@@ -550,7 +549,7 @@ class OpeningFeed:
         try:
             # A signal (npuwatch's raise SystemExit) waits until the thread owns what was started,
             # and is raised here, where close() can end it: never between a fork and the thread.
-            with _held_signals():
+            with held_signals():
                 decided = _fallback_now(options, environ)
                 pending = _begin_demo(options if decided is None else decided[0])
                 self._thread = threading.Thread(
@@ -571,7 +570,7 @@ class OpeningFeed:
         decided: Optional[Tuple[FeedOptions, str]],
         pending: Optional[PendingSimulation],
     ) -> None:
-        _release_signals()  # what this thread starts (DCMI's worker) gets the usual signal mask
+        release_signals()  # what this thread starts (DCMI's worker) gets the usual signal mask
         try:
             chosen, banner = demo_fallback(options, environ) if decided is None else decided
             feed = open_feed(chosen, environ, pending if chosen.demo is not None else None)
@@ -600,34 +599,6 @@ class OpeningFeed:
         if self._outcome is not None and not self._taken:
             self._taken = True
             self._outcome[0].close()
-
-
-#: The signals npuwatch ends on (npuwatch.termination), held while a start-up step must not be cut.
-_ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
-
-
-@contextlib.contextmanager
-def _held_signals() -> Iterator[None]:
-    """Hold npuwatch's ending signals off in the main thread meanwhile; one that came is handled
-    (raised) when they are released.  Elsewhere, or without ``pthread_sigmask``: nothing."""
-    wanted = {getattr(signal, name) for name in _ENDING_SIGNALS if hasattr(signal, name)}
-    previous = None
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-        with contextlib.suppress(OSError, ValueError):
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _release_signals() -> None:
-    """Unblock the ending signals in this thread (a thread starts with its creator's mask)."""
-    if hasattr(signal, "pthread_sigmask"):
-        wanted = {getattr(signal, name) for name in _ENDING_SIGNALS if hasattr(signal, name)}
-        with contextlib.suppress(OSError, ValueError):
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
 
 
 def _fallback_now(

@@ -88,7 +88,7 @@ def kill_all() -> None:
     A thread blocked in ``run()`` on one of them returns at once (with ``exit_code`` None).
     Safe from a signal handler and at exit; npuwatch's signals are held off meanwhile.
     """
-    with _held_signals():
+    with held_signals():
         with _LIVE_LOCK:
             children = list(_LIVE.values())
             _ENDED.update(proc.pid for proc in children)
@@ -122,20 +122,34 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
     _kill_tree(proc)
 
 
+#: The signals that end npuwatch (``npuwatch.termination``).
+_ENDING_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+def _ending_signals() -> Set[int]:
+    return {int(getattr(signal, name)) for name in _ENDING_SIGNALS if hasattr(signal, name)}
+
+
 @contextlib.contextmanager
-def _held_signals() -> Iterator[None]:
-    """Hold SIGTERM/SIGHUP/SIGINT off (main thread only) so a second signal cannot cut a sweep short."""
-    names = ("SIGTERM", "SIGHUP", "SIGINT")
-    wanted = {getattr(signal, n) for n in names if hasattr(signal, n)}
+def held_signals() -> Iterator[None]:
+    """Hold SIGTERM/SIGHUP/SIGINT off meanwhile (main thread only); one that came is handled when
+    they are released.  So a signal cannot cut a sweep of the children, or a start-up step, short."""
     previous: Optional[Set[Union[int, signal.Signals]]] = None
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
         with contextlib.suppress(OSError, ValueError):
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, _ending_signals())
     try:
         yield
     finally:
         if previous is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def release_signals() -> None:
+    """Unblock the ending signals in this thread (a thread starts with its creator's mask)."""
+    if hasattr(signal, "pthread_sigmask"):
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _ending_signals())
 
 
 # --- running one command -----------------------------------------------------------------------

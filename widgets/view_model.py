@@ -472,8 +472,6 @@ _EVIDENCE: Dict[str, Tuple[str, str]] = {
     "temperature_limit_c": ("Temperature warning", "°C"),
     "rated_power_w": ("Rated power", "W"),
 }
-#: A unit by the name's ending, for evidence neither the metric table nor ``_EVIDENCE`` knows.
-_SUFFIX_UNITS = (("_percent", "%"), ("_mib", "MiB"), ("_mhz", "MHz"), ("_c", "°C"), ("_w", "W"), ("_s", "s"))
 
 
 def _evidence_row(key: str) -> Tuple[str, str]:
@@ -482,9 +480,6 @@ def _evidence_row(key: str) -> Tuple[str, str]:
     if key in _METRIC_NAMES:
         row = metric(key)
         return row.title, row.unit
-    for suffix, unit in _SUFFIX_UNITS:
-        if key.endswith(suffix):
-            return key[: -len(suffix)].replace("_", " ").capitalize(), unit
     return key.replace("_", " ").capitalize(), ""
 
 

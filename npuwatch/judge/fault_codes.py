@@ -12,7 +12,7 @@ of scheduling.  A code in no list is not classified here (``handling_of`` return
 from __future__ import annotations
 
 import enum
-from typing import Dict, FrozenSet, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 from npuwatch.model import Level
 
@@ -174,8 +174,3 @@ def worst_handling(codes: Iterable[str]) -> Optional[FaultHandling]:
     """The most severe class among ``codes``: the one the device plugin acts on."""
     found = [h for h in (handling_of(c) for c in codes) if h is not None]
     return max(found, key=lambda h: h.rank) if found else None
-
-
-def codes_of(handling: FaultHandling) -> FrozenSet[str]:
-    """Every code classified as ``handling``."""
-    return frozenset(code for code, h in TABLE.items() if h is handling)

@@ -131,7 +131,6 @@ class Observation:
     throttling: Optional[Throttling]
     inputs: Mapping[str, Optional[float]]
     busiest: Optional[NpuProcess] = None  # the chip's busiest process on the host
-    held_mib: Optional[float] = None  # memory held beyond the idle allowance (no process)
     idle_mib: Optional[int] = None  # the idle allowance
 
 
@@ -157,7 +156,7 @@ def observe(
         held = held_memory(chip, processes, thresholds)
         if held is not None:
             kind = WorkloadClass.IDLE_HOLDING_HBM
-            return Observation(time_s, kind, throttling, inputs, None, held.used_mib, held.idle_mib)
+            return Observation(time_s, kind, throttling, inputs, None, held.idle_mib)
         return Observation(time_s, WorkloadClass.IDLE, throttling, inputs)
     return Observation(time_s, _busy_class(inputs, thresholds), throttling, inputs, busiest)
 
@@ -260,12 +259,6 @@ class _Evidence(Mapping[str, EvidenceValue]):
 
     def __len__(self) -> int:
         return len(_ALL_INPUTS) + len(self._extra)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self) == dict(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.items()))
 
     def __repr__(self) -> str:
         return repr(dict(self))

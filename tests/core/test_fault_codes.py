@@ -3,9 +3,11 @@ judge says with it."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
-from npuwatch.judge.fault_codes import TABLE, FaultHandling, codes_of, handling_of, worst_handling
+from npuwatch.judge.fault_codes import TABLE, FaultHandling, handling_of, worst_handling
 from npuwatch.judge.rules import judge_chip
 from npuwatch.model import ChipError, ChipIdentity, ChipSample, Health, Level
 
@@ -31,7 +33,8 @@ def test_each_code_has_the_device_plugin_s_class(code, expected):
 
 
 def test_the_table_holds_every_list_of_the_file():
-    counts = {handling: len(codes_of(handling)) for handling in FaultHandling}
+    found = Counter(TABLE.values())
+    counts = {handling: found[handling] for handling in FaultHandling}
     assert counts == {
         FaultHandling.NOT_HANDLED: 102,
         FaultHandling.SUB_HEALTH: 10,
@@ -42,7 +45,6 @@ def test_the_table_holds_every_list_of_the_file():
         FaultHandling.PRE_SEPARATE_NPU: 0,
         FaultHandling.SEPARATE_NPU: 27,
     }
-    assert sum(counts.values()) == len(TABLE)
 
 
 def test_the_worst_class_among_codes_is_the_one_acted_on():

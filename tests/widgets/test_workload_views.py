@@ -292,7 +292,7 @@ def test_evidence_is_shown_in_its_unit() -> None:
     assert evidence_text("host_cpu_percent", 240.0) == "240%"
     assert evidence_text("pid", 48211) == "48211"
     assert evidence_text("process", "python3") == "python3"
-    assert evidence_text("something_new_s", 2.5) == "2.5 s"  # a name the views do not know yet
+    assert evidence_text("something_new", 2.5) == "2.5"  # a name the views do not know: no unit guessed
     assert evidence_text("aicpu_percent", None) == "n/a"
 
 
@@ -404,3 +404,26 @@ def test_rows_built_again_show_each_samples_own_extra_values() -> None:
     assert [t.get("vector_percent") for t in texts] == ["45%", "46%", "45%", None]
     freqs = [t["aicore_freq_mhz"] for t in texts]
     assert freqs == ["1300/1800 MHz", "1300/1800 MHz", "1800/1800 MHz", "1800/1800 MHz"]
+
+
+def test_every_evidence_name_the_judge_gives_has_a_label_and_unit() -> None:
+    from npuwatch.judge.workload import WorkloadJudge
+    from npuwatch.model import ChipIdentity, ChipSample, Health, NpuProcess, ProcessHostInfo, Snapshot
+    from npuwatch.widgets.view_model import evidence_label
+
+    hot = ChipSample(
+        ChipIdentity(0, 0, "910B3"), health=Health.OK, temperature_c=84, power_w=300.0, aicore_percent=3,
+        hbm_used_mib=40000, hbm_total_mib=65536, aicore_freq_mhz=1300, aicore_rated_freq_mhz=1800,
+    )  # fmt: skip
+    busy = NpuProcess(0, 0, 7, "python3", 30000, host=ProcessHostInfo(cpu_percent=380.0))
+    names = set()
+    # throttled while busy; input-bound; memory held with no process
+    for aicore, processes in ((90, (busy,)), (3, (busy,)), (0, ())):
+        chip = replace(hot, aicore_percent=aicore)
+        snapshot = Snapshot(FIXED_AT, "test", chips=(chip,), processes=processes, chip_source="dcmi")
+        workload = WorkloadJudge().judge(snapshot).chips[0].workload
+        assert workload is not None
+        names |= set(workload.evidence)
+    assert {"pid", "process", "idle_hbm_mib", "temperature_limit_c", "rated_power_w"} <= names
+    for name in names:
+        assert evidence_label(name) != name.replace("_", " ").capitalize(), name
