@@ -246,3 +246,22 @@ def test_a_crash_exits_70_with_one_line_and_leaves_the_terminal_usable(terminal,
     assert settings[-1] == "70"
     assert "echo" in settings and "icanon" in settings and "-echo" not in settings
     terminal.tmux("kill-session", "-t", "main", check=False)
+
+
+@pytest.mark.slow
+def test_keys_typed_after_the_keyboard_thread_fell_asleep_still_work(terminal):
+    """The dashboard's keyboard thread waits without a timeout once no key came for a while
+    (``quiet_driver``); a lone Escape, told from an escape sequence only by a timeout, must still
+    close the help screen, and ``q`` still end the program."""
+    from npuwatch.widgets.tui.quiet_driver import KEY_POLL_FOR_S
+
+    terminal.start([str(NPUWATCH), "--demo"], 120, 40)
+    terminal.wait_text("Processes (")
+    terminal.keys("?")
+    terminal.wait_text("npuwatch keys")
+    time.sleep(KEY_POLL_FOR_S + 1.0)  # the thread now sleeps until a key or the app's end
+    terminal.keys("Escape")
+    terminal.wait_gone("npuwatch keys")
+    time.sleep(KEY_POLL_FOR_S + 1.0)
+    terminal.keys("q")
+    assert terminal.wait_exit() == "EXIT=0"

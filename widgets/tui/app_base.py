@@ -3,7 +3,8 @@
 
 An internal error ends the app and is kept in ``crash``; ``run_live_app`` then prints one line
 naming the traceback file instead of textual's screenful of locals.  Python's cycle collector runs
-less often while the app runs.  A signal asks the app to exit from its own loop.
+less often while the app runs, and its keyboard thread sleeps while nothing is typed.  A signal asks
+the app to exit from its own loop.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import dataclasses
 import gc
 import sys
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple, Type
 
 from textual.app import App
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import Input
 
@@ -43,6 +45,20 @@ class LiveApp(App[None]):
         textual's ``run`` returns (the value the app exited with)."""
         with fewer_collections():
             return super().run(**kwargs)
+
+    def get_driver_class(self) -> Type[Driver]:
+        """textual's driver for this terminal; on Linux and macOS the one whose input thread
+        sleeps while nothing is typed (``quiet_driver``)."""
+        chosen = super().get_driver_class()
+        if sys.platform == "win32":
+            return chosen
+        from textual.drivers.linux_driver import LinuxDriver
+
+        if chosen is LinuxDriver:
+            from npuwatch.widgets.tui.quiet_driver import QuietLinuxDriver
+
+            return QuietLinuxDriver
+        return chosen
 
     def _handle_exception(self, error: Exception) -> None:
         """An internal error ends the app; ``run_live_app`` prints one line naming the traceback
