@@ -22,7 +22,7 @@ from npuwatch.probes.container import detect_container
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
-from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
+from npuwatch.probes.pci import PciInventory, normalize_bdf, rescan_pci, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
 #: Slow facts: PCI inventory and links, install/version files.
@@ -180,7 +180,9 @@ class Sampler:
         if self._pci is None or mono - self._pci[1] >= PCI_REFRESH_S:
             started = time.monotonic()
             failures: List[ProbeReport] = []
-            inventory = self._guard("sysfs", failures, lambda: scan_pci(sysroot), PciInventory())
+            last = self._pci[0] if self._pci is not None else None
+            scan = (lambda: rescan_pci(sysroot, last)) if last is not None else (lambda: scan_pci(sysroot))
+            inventory = self._guard("sysfs", failures, scan, PciInventory())
             if failures:
                 report = failures[0]
             elif inventory.reason:

@@ -1,11 +1,11 @@
-"""Provides scan_pci(): the Ascend PCI functions in Linux sysfs, with identity, driver and link."""
+"""Provides scan_pci() and rescan_pci(): the Ascend PCI functions in sysfs, with identity, driver and link."""
 
 from __future__ import annotations
 
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
@@ -135,8 +135,42 @@ def scan_pci(sysroot: Sysroot) -> PciInventory:
     return PciInventory(functions=tuple(found))
 
 
-def _read_function(sysroot: Sysroot, bdf: str) -> Optional[PciFunction]:
-    """The function at ``bdf`` if it is an Ascend one, else None."""
+def rescan_pci(sysroot: Sysroot, previous: PciInventory) -> PciInventory:
+    """``scan_pci`` again, reading only what can change of a function ``previous`` found with the
+    same vendor, device and driver: its link (speed, width, AER totals, presence) and power state.
+    Its identity, chip count, NUMA CPUs and upstream bridge are kept (a function that was replaced
+    or rebound reads a new vendor, device or driver and is read whole).  A third of a full scan's
+    file reads: the sampler does this every ``PCI_REFRESH_S``."""
+    known = {function.bdf: function for function in previous.functions}
+    if not known or not sysroot.exists(PCI_DEVICES_DIR):
+        return scan_pci(sysroot)
+    found = []
+    for name in sysroot.listdir(PCI_DEVICES_DIR):
+        function = _read_function(sysroot, name, known.get(name))
+        if function is not None:
+            found.append(function)
+    return PciInventory(functions=tuple(found))
+
+
+#: What a rescan reads again of a known function (its other attributes are fixed while it is bound).
+_LIVE_ATTRIBUTES = frozenset(
+    {
+        "current_link_speed",
+        "max_link_speed",
+        "current_link_width",
+        "max_link_width",
+        "numa_node",
+        "aer_dev_correctable",
+        "aer_dev_nonfatal",
+        "aer_dev_fatal",
+        "power_state",
+    }
+)
+
+
+def _read_function(sysroot: Sysroot, bdf: str, known: Optional[PciFunction] = None) -> Optional[PciFunction]:
+    """The function at ``bdf`` if it is an Ascend one, else None; ``known``: the same function as
+    an earlier scan read it, whose fixed facts are kept when it still has the same identity."""
     # Machine paths as plain strings: a scan reads ~18 files per function, and building each
     # path with pathlib cost more than reading the file.
     base = f"{PCI_DEVICES_DIR}/{bdf}"
@@ -150,6 +184,15 @@ def _read_function(sysroot: Sysroot, bdf: str) -> Optional[PciFunction]:
     driver = _driver_name(sysroot.readlink(f"{base}/driver"))
     if not _is_ascend(vendor_id, device_id, driver):
         return None
+    if known is not None and (known.vendor_id, known.device_id, known.driver) == (
+        vendor_id,
+        device_id,
+        driver,
+    ):
+        fixed = {name: why for name, why in known.unavailable.items() if name not in _LIVE_ATTRIBUTES}
+        link = _read_link(sysroot, base, unavailable)
+        power_state = _read_text_attr(sysroot, base, "power_state", unavailable)
+        return replace(known, link=link, power_state=power_state, unavailable={**fixed, **unavailable})
 
     subsystem_device_id = attr_hex("subsystem_device")
     model = ASCEND_MODELS.get(device_id) if device_id is not None else None

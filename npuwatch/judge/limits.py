@@ -9,6 +9,7 @@ Each number says where it comes from, or "our default" where Huawei publishes no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional, Tuple
 
 #: Huawei publishes no throttle point for the chip sensor npu-smi and DCMI read (none in the
@@ -60,8 +61,10 @@ MODEL_LIMITS: Tuple[ModelLimits, ...] = (
 )
 
 
+@lru_cache(maxsize=128)
 def limits_for(model_name: Optional[str]) -> ModelLimits:
-    """The row for a chip npu-smi names ``model_name``; the last row when none matches."""
+    """The row for a chip npu-smi names ``model_name``; the last row when none matches (looked up
+    for every chip several times a tick: kept per name)."""
     name = (model_name or "").strip()
     return next(row for row in MODEL_LIMITS if name.startswith(row.prefix))
 

@@ -15,7 +15,7 @@ from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
-from npuwatch.sampler import Sampler
+from npuwatch.sampler import PCI_REFRESH_S, Sampler
 from tests.conftest import capture_text as capture
 
 TIMEOUT = NpuSmiFailure(FailureKind.TIMEOUT, "npu-smi did not answer within 5.0 s", "check dmesg")
@@ -211,6 +211,19 @@ def test_a_chip_that_vanishes_stays_listed_with_the_reason(tmp_path):
     assert "fell off the bus" in gone.notes["power_w"].reason  # config space reads ff ff
     assert [c.identity.npu_id for c in snap.chips] == list(range(8))
     assert any("NPU 1" in w and "no longer lists" in w for w in snap.warnings)
+
+
+def test_a_link_that_trains_down_shows_on_its_chip_at_the_next_pci_refresh(tmp_path):
+    builder = SysrootBuilder(tmp_path)
+    builder.add_pci_function("0000:c1:00.0", device_id=0xD802)  # NPU 0 of capture 001
+    sampler, clock, _ = make(tmp_path, [good()] * 3)
+    assert sampler.sample().chip(0).pcie.current_width == 16
+    builder.add_pci_function("0000:c1:00.0", device_id=0xD802, current_width=4)
+    clock.now += PCI_REFRESH_S / 2
+    assert sampler.sample().chip(0).pcie.current_width == 16  # sysfs is read every PCI_REFRESH_S
+    clock.now += PCI_REFRESH_S / 2
+    link = sampler.sample().chip(0).pcie
+    assert (link.current_width, link.degraded) == (4, True)
 
 
 def test_replay_reads_nothing_of_this_machine(tmp_path):

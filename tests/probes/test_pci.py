@@ -14,6 +14,7 @@ from npuwatch.probes.pci import (
     chips_per_function,
     normalize_bdf,
     parse_aer_total,
+    rescan_pci,
     scan_pci,
 )
 from npuwatch.probes.sysroot import Sysroot
@@ -190,6 +191,62 @@ def test_dropped_device_reads_ff_and_unknown_speed(builder):
     assert "Unknown" in function.unavailable["current_link_speed"]
     # vendor/device are cached too: the function is still identified.
     assert function.model == "Ascend 910B"
+
+
+def test_a_rescan_of_an_unchanged_tree_equals_a_full_scan(builder):
+    for bdf in BDFS_910B_X8[:4]:
+        builder.add_pci_function(bdf, 0xD802, upstream_max_speed="16.0 GT/s PCIe", local_cpulist="0-23")
+    builder.add_raw_pci_function("0000:d1:00.0", {"vendor": "0x19e5\n", "device": "0xd802\n"})
+    sysroot = builder.sysroot()
+    first = scan_pci(sysroot)
+    assert rescan_pci(sysroot, first) == first
+    assert rescan_pci(sysroot, first).functions[-1].unavailable == first.functions[-1].unavailable
+
+
+def test_a_rescan_reads_the_link_again_and_keeps_the_fixed_facts(builder):
+    builder.add_pci_function("0000:c1:00.0", 0xD802, local_cpulist="0-23", upstream_max_width=8)
+    sysroot = builder.sysroot()
+    first = scan_pci(sysroot)
+    # The link trains down to x8 Gen3, then the device falls off the bus; AER counts errors.
+    builder.add_pci_function(
+        "0000:c1:00.0",
+        0xD802,
+        current_speed="8.0 GT/s PCIe",
+        current_width=8,
+        present=False,
+        aer=(3, 1, 0),
+        local_cpulist="99",  # a fixed fact: a rescan keeps what the first scan read
+        upstream_max_width=8,
+    )
+    (function,) = rescan_pci(sysroot, first).functions
+    assert (function.link.current_speed_gt_s, function.link.current_width) == (8.0, 8)
+    assert function.link.degraded and not function.link.present
+    assert (function.link.aer_correctable_total, function.link.aer_nonfatal_total) == (3, 1)
+    assert function.local_cpulist == "0-23"
+    assert function.upstream_max_width == 8
+    assert scan_pci(sysroot).functions[0].link == function.link
+
+
+def test_a_rescan_reads_a_replaced_or_rebound_function_whole_and_drops_a_removed_one(builder):
+    builder.add_pci_function("0000:c1:00.0", 0xD802, local_cpulist="0-23")
+    builder.add_pci_function("0000:c2:00.0", 0xD802)
+    sysroot = builder.sysroot()
+    first = scan_pci(sysroot)
+    builder.add_pci_function("0000:c1:00.0", 0xD806, local_cpulist="24-47")  # a 950 in its place
+    (builder.root / "sys/bus/pci/devices/0000:c2:00.0").unlink()  # hot-removed
+    builder.add_pci_function("0000:81:00.0", 0xD802, driver="vfio-pci")  # hot-added, passed through
+    again = rescan_pci(sysroot, first)
+    assert again == scan_pci(sysroot)
+    assert [(f.bdf, f.model, f.local_cpulist, f.bound) for f in again.functions] == [
+        ("0000:81:00.0", "Ascend 910B", "0-47", False),
+        ("0000:c1:00.0", "Ascend 950", "24-47", True),
+    ]
+
+
+def test_a_rescan_without_sysfs_says_why(tmp_path, builder):
+    builder.add_pci_function("0000:c1:00.0", 0xD802)
+    first = scan_pci(builder.sysroot())
+    assert rescan_pci(Sysroot(tmp_path / "empty"), first).reason is not None
 
 
 def test_unbound_function(builder):
