@@ -148,8 +148,11 @@ class _MetricLine:
 
     def __init__(self) -> None:
         self.head_key: object = ()
-        self.head: Tuple[Segment, ...] = ()
+        self.head: Tuple[Segment, ...] = ()  # the label and the bar (or blank, or dim track)
         self.head_length = 0
+        self.value_key: object = ()
+        self.value: Segment = Segment("")
+        self.value_length = 0
         self.values: List[Optional[float]] = []
         self.top: Optional[float] = None
         self.spark = ""
@@ -173,23 +176,27 @@ class _MetricLine:
         spark = self._spark(values, spark_w, cell.ceiling)
         colour = render.bar_style(cell)
         bar = None if cell.fraction is None else render.bar_cells(cell.fraction, bar_w)
-        head_key = (cell.tag, bar, value, colour, bar_w, console, base, finish)
-        key = (head_key, spark, columns)
+        # The value changes more often than the bar: each part is kept while it reads the same.
+        head_key = (cell.tag, bar, value == fmt.NA, colour, bar_w, console, base, finish)
+        value_key = (value, console, base, finish)
+        key = (head_key, value_key, spark, columns)
         if key == self.key:
             return self.line
         if head_key != self.head_key:
-            segments = _metric_head(cell, bar_w, value, colour, console, base, finish)
+            segments = _metric_head(cell.tag, bar, bar_w, value == fmt.NA, colour, console, base, finish)
             self.head_key, self.head = head_key, tuple(segments)
             self.head_length = sum(cell_len(segment.text) for segment in segments)
-        segments = list(self.head)
+        if value_key != self.value_key:
+            self.value_key, self.value = value_key, _metric_value(value, console, base, finish)
+            self.value_length = cell_len(self.value.text)
+        segments = [*self.head, self.value]
         if spark:  # the sparkline's characters are one cell each
             segments.append(
                 Segment(spark, combined_style(console, base, ("bold", render.SPARK_STYLE), finish))
             )
         self.key = key
-        self.line = fitted_segments(
-            segments, self.head_length + len(spark), columns, finish(base) if finish else base
-        )
+        length = self.head_length + self.value_length + len(spark)
+        self.line = fitted_segments(segments, length, columns, finish(base) if finish else base)
         return self.line
 
     def pair(
@@ -229,28 +236,41 @@ class _MetricLine:
 
 
 def _metric_head(
-    cell: MetricCell, bar_w: int, value: str, colour: str, console: Console, base: Style, finish: Finish
+    tag: str,
+    bar: Optional[Tuple[int, str]],
+    bar_w: int,
+    not_available: bool,
+    colour: str,
+    console: Console,
+    base: Style,
+    finish: Finish,
 ) -> List[Segment]:
-    """A metric line's label, bar (or blank, or dim track) and value, as ``text_strip`` cuts
-    ``_metric_line``."""
+    """A metric line's label and bar (``render.bar_cells``; or blank when a value has no scale,
+    or a dim track when there is no value), as ``text_strip`` cuts ``_metric_line``."""
 
     def styled(text: str, *spans: str) -> Segment:  # the line's own style is bold, then the spans
         return Segment(text, combined_style(console, base, ("bold", *spans), finish))
 
-    label = f"{cell.tag:<{LABEL_WIDTH}}"
-    if cell.fraction is None and value != fmt.NA:  # a value with no scale (no rating): no bar
-        return [styled(label + " " * bar_w), styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold")]
-    if cell.fraction is None:  # n/a: a dim track
-        return [styled(label), styled("·" * bar_w, "dim"), styled(f" {value:>{VALUE_WIDTH - 2}} ", "dim")]
-    segments = [styled(label), *_bar_segments(cell.fraction, bar_w, colour, styled)]
-    segments.append(styled(f" {value:>{VALUE_WIDTH - 2}} ", "bold" if value != fmt.NA else "dim"))
-    return segments
+    label = f"{tag:<{LABEL_WIDTH}}"
+    if bar is None and not not_available:  # a value with no scale (no rating): no bar
+        return [styled(label + " " * bar_w)]
+    if bar is None:  # n/a: a dim track
+        return [styled(label), styled("·" * bar_w, "dim")]
+    return [styled(label), *_bar_segments(bar, bar_w, colour, styled)]
 
 
-def _bar_segments(fraction: float, bar_w: int, colour: str, styled: Callable[..., Segment]) -> List[Segment]:
+def _metric_value(value: str, console: Console, base: Style, finish: Finish) -> Segment:
+    """A metric line's value, ``VALUE_WIDTH`` cells after its bar: bold, dim when n/a."""
+    spans = ("bold", "dim") if value == fmt.NA else ("bold", "bold")
+    return Segment(f" {value:>{VALUE_WIDTH - 2}} ", combined_style(console, base, spans, finish))
+
+
+def _bar_segments(
+    bar: Tuple[int, str], bar_w: int, colour: str, styled: Callable[..., Segment]
+) -> List[Segment]:
     """``render.bar`` appended to a bold line, cut as ``text_strip`` cuts it: the bar's colour over
     the whole bar, the partial cell or the dim track after it inside that."""
-    whole, partial = render.bar_cells(fraction, bar_w)
+    whole, partial = bar
     segments = []
     if whole:
         segments.append(styled("█" * whole, colour))
@@ -277,7 +297,9 @@ def _pair_segments(
         if cell.fraction is None:
             segments.append(styled("·" * bar_w, "dim"))
         else:
-            segments += _bar_segments(cell.fraction, bar_w, render.bar_style(cell), styled)
+            segments += _bar_segments(
+                render.bar_cells(cell.fraction, bar_w), bar_w, render.bar_style(cell), styled
+            )
         segments.append(styled(f" {cell.text:>{PAIR_VALUE_WIDTH}}"))
     length = sum(cell_len(segment.text) for segment in segments)
     return fitted_segments(segments, length, columns, finish(base) if finish else base)
