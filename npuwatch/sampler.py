@@ -225,7 +225,7 @@ class Sampler:
         else:
             bdf = normalize_bdf(bus_id)
             link = self._bus_links[bus_id] = self._links.get(bdf) if bdf else None
-        return chip if link is None else replace(chip, pcie=link)
+        return chip if link is None else chip.with_pcie(link)
 
     def _versions_now(self, outcome: SourceReading, mono: float, probes: List[ProbeReport]) -> Versions:
         sysroot = self.sysroot

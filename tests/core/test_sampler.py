@@ -10,7 +10,7 @@ from typing import List, Optional
 
 from npuwatch.chip_source import SourceReading
 from npuwatch.chip_state import STALE_AFTER_S
-from npuwatch.model import Health, MetricStatus
+from npuwatch.model import Health, MetricStatus, PcieLink
 from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.sysroot import Sysroot
@@ -286,3 +286,14 @@ def test_sampler_pauses_polling_while_a_selftest_measures(tmp_path):
     assert paused.chips == first.chips
     assert calls == [1]  # npu-smi was read only after the pause ended
     assert PAUSED_WARNING not in resumed.warnings
+
+
+def test_the_feeds_fast_copies_equal_dataclasses_replace_and_leave_the_chip_as_it_was():
+    chip = parse_info(capture("001")).chips[0]
+    link = PcieLink(current_speed_gt_s=8.0, max_speed_gt_s=16.0, current_width=16, max_width=16)
+    with_link = chip.with_pcie(link)
+    assert with_link == replace(chip, pcie=link)
+    assert with_link.pcie is link and chip.pcie is None
+    with_both = with_link.with_workload(None)
+    assert with_both == replace(chip, pcie=link, workload=None)
+    assert with_both is not with_link
