@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, Optional, Tuple
@@ -41,6 +42,7 @@ from npuwatch.probes.simulator import DEFAULT_SCENARIO
 if TYPE_CHECKING:
     from npuwatch.chip_source import ChipSource
     from npuwatch.feed import SnapshotFeed
+    from npuwatch.model import Snapshot
     from npuwatch.probes.host import HostProbe, ProcessLookup
     from npuwatch.probes.npu_smi import NpuSmi
     from npuwatch.probes.simulator.machine import PendingSimulation
@@ -531,14 +533,17 @@ def parse_devices(devices: Any) -> Optional[FrozenSet[int]]:
 
 
 class OpeningFeed:
-    """``demo_fallback`` and ``open_feed`` on a thread, started at once.
+    """``demo_fallback`` and ``open_feed`` on a thread, started at once, then the feed's first
+    sample on the same thread.
 
     The dashboard opens its feed this way before it imports its toolkit: starting DCMI's worker
-    process overlaps the import, so the first sample is ready by the first paint.  A demo named
-    by the options has its tree built by a forked child (``Simulation.begin``), started here
-    before the thread: its file writes then run beside the import instead of competing with it
-    for the interpreter.  ``result()`` hands over the feed and the banner (raising what opening
-    raised); ``close()`` ends a feed nobody took.
+    process and taking the first sample overlap the import, so the first sample is ready by the
+    first paint.  A demo named by the options has its tree built by a forked child
+    (``Simulation.begin``), started here before the thread: its file writes then run beside the
+    import instead of competing with it for the interpreter.  ``result()`` hands over the feed
+    and the banner once the feed is open (raising what opening raised), never waiting for the
+    first sample; ``first_sample()`` waits for that one (call it off the UI thread: a hung
+    npu-smi holds it until its timeout); ``close()`` ends a feed nobody took.
     """
 
     def __init__(self, options: FeedOptions, environ: Optional[Mapping[str, str]] = None) -> None:
@@ -546,6 +551,9 @@ class OpeningFeed:
         self._error: Optional[BaseException] = None
         self._taken = False
         self._thread: Optional[threading.Thread] = None
+        self._opened = threading.Event()
+        self._first: Optional[Tuple[Snapshot, float]] = None
+        self._first_handed = False
         try:
             # A signal (npuwatch's raise SystemExit) waits until the thread owns what was started,
             # and is raised here, where close() can end it: never between a fork and the thread.
@@ -578,26 +586,47 @@ class OpeningFeed:
             self._outcome = (feed, " · ".join(part for part in (banner, about) if part))
         except BaseException as exc:  # handed to result()'s caller
             self._error = exc
+            return
         finally:
             if pending is not None:
                 pending.close()  # nothing once the feed took the tree
+            self._opened.set()
+        started = time.monotonic()
+        try:
+            self._first = (feed.sample(), time.monotonic() - started)
+        except Exception:  # a bug in sampling: the dashboard samples again and says what it is
+            self._first = None
 
     def result(self) -> Tuple[SnapshotFeed, str]:
         """The open feed and the banner; what opening raised (a ``UsageError``) is raised here."""
         assert self._thread is not None
-        self._thread.join()
+        self._opened.wait()
         if self._error is not None:
             raise self._error
         assert self._outcome is not None
         self._taken = True
         return self._outcome
 
-    def close(self) -> None:
-        """Close the feed if it opened and ``result()`` never handed it over."""
+    def first_sample(self) -> Optional[Tuple[Snapshot, float]]:
+        """The first snapshot the thread took once the feed opened, and the seconds it took: once
+        (``None`` after that, when opening failed or sampling raised).  Waits for it."""
         if self._thread is not None:
             self._thread.join()
-        if self._outcome is not None and not self._taken:
-            self._taken = True
+        first, self._first = self._first, None
+        if self._first_handed:
+            return None
+        self._first_handed = True
+        return first
+
+    def close(self) -> None:
+        """Close the feed if it opened and ``result()`` never handed it over (a taken feed is its
+        owner's to close).  Never waits for the first sample: one still running ends with the
+        closed feed, on its daemon thread."""
+        if self._taken or self._thread is None:
+            return
+        self._opened.wait()
+        self._taken = True
+        if self._outcome is not None:
             self._outcome[0].close()
 
 

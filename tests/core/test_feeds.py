@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import List
 
@@ -278,3 +279,58 @@ def test_an_opening_feed_raises_what_opening_raised_and_closes_a_feed_nobody_too
     assert opening.result()[0] is not None
     root = opening.result()[0].sysroot.root  # type: ignore[attr-defined]
     assert not root.exists()
+
+
+def test_an_opening_feed_takes_the_first_sample_on_its_thread_and_hands_it_over_once():
+    from npuwatch.feeds import OpeningFeed
+
+    opening = OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
+    feed, _ = opening.result()
+    with feed:
+        first = opening.first_sample()
+        assert first is not None
+        snapshot, took_s = first
+        assert len(snapshot.chips) == 16 and took_s >= 0
+        assert feed.history.values((0, 0), "temperature_c") == [snapshot.chips[0].temperature_c]
+        assert opening.first_sample() is None  # once
+    opening.close()
+
+
+class _HangingFeed:
+    """A feed whose first sample blocks until released (a hung npu-smi), as open_feed returns it."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.closed = False
+        self.sampled = False
+
+    def sample(self) -> str:
+        self.release.wait(30)
+        self.sampled = True
+        return "the first snapshot"
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_dashboard_gets_its_feed_while_the_first_sample_still_hangs(monkeypatch):
+    import npuwatch.feeds as feeds
+
+    hanging = _HangingFeed()
+    monkeypatch.setattr(feeds, "open_feed", lambda *args, **kwargs: hanging)
+    opening = feeds.OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
+    feed, _ = opening.result()  # does not wait for the sample
+    assert feed is hanging and not hanging.release.is_set()
+    hanging.release.set()
+    assert opening.first_sample() == ("the first snapshot", pytest.approx(0, abs=30))
+
+
+def test_closing_an_opening_feed_nobody_took_never_waits_for_a_hung_first_sample(monkeypatch):
+    import npuwatch.feeds as feeds
+
+    hanging = _HangingFeed()
+    monkeypatch.setattr(feeds, "open_feed", lambda *args, **kwargs: hanging)
+    opening = feeds.OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
+    opening.close()
+    assert hanging.closed and not hanging.sampled  # closed while its first sample still hangs
+    hanging.release.set()

@@ -533,3 +533,39 @@ def test_the_first_chip_has_the_focus_so_enter_opens_it():
         assert app.screen.key == (0, 0)
 
     drive(FakeSampler([A3]), scenario)
+
+
+# --- the first sample, taken while the app started ----------------------------------------
+
+
+def test_a_first_sample_taken_during_start_up_is_shown_without_sampling_again():
+    sampler = FakeSampler([B910, A3])
+    handed: List[int] = []
+
+    def first_sample() -> Tuple[Snapshot, float]:
+        handed.append(1)
+        return A3, 0.2
+
+    app = NpuwatchApp(sampler, first_sample=first_sample)
+
+    async def main() -> None:
+        async with app.run_test(size=WIDE) as pilot:
+            assert await wait_for(pilot, lambda: app.snapshot is not None), "no first sample"
+            assert app.snapshot is A3
+            assert sampler.calls == 0  # the next sample comes after the interval, from the feed
+            assert len(chip_cards(app)) == 16
+
+    asyncio.run(main())
+    assert handed == [1]
+
+
+def test_no_first_sample_from_start_up_means_the_app_samples_as_usual():
+    sampler = FakeSampler([B910])
+    app = NpuwatchApp(sampler, first_sample=lambda: None)
+
+    async def main() -> None:
+        async with app.run_test(size=WIDE) as pilot:
+            assert await wait_for(pilot, lambda: app.snapshot is not None), "no first sample"
+            assert app.snapshot is B910 and sampler.calls == 1
+
+    asyncio.run(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from rich.text import Text
 from textual import on
@@ -76,10 +76,18 @@ class NpuwatchApp(LiveApp):
         Binding("greater_than_sign", "speed(1)", "Faster replay", tooltip="replay: play faster"),
     ]
 
-    def __init__(self, sampler: SnapshotFeed, banner: str = "") -> None:
+    def __init__(
+        self,
+        sampler: SnapshotFeed,
+        banner: str = "",
+        first_sample: Optional[Callable[[], Optional[Tuple[Snapshot, float]]]] = None,
+    ) -> None:
+        """``first_sample``: the feed's first snapshot and the seconds it took, already being
+        taken while the app started (``OpeningFeed.first_sample``); called off the UI thread."""
         super().__init__()
         self.sampler = sampler
         self.banner = banner
+        self._first_sample = first_sample
         self.paused = False
         self.compact = True
         self.chip_layout = ChipLayout(compact=True, columns=1, max_rows=CHIP_MIN_ROWS)
@@ -145,6 +153,11 @@ class NpuwatchApp(LiveApp):
     def _sample(self) -> None:
         started = time.monotonic()
         try:
+            first, self._first_sample = self._first_sample, None
+            taken = first() if first is not None else None
+            if taken is not None:
+                self._post(SnapshotReady(*taken))
+                return
             snapshot = self.sampler.sample()
         except Exception as exc:  # the sampler contains environment problems; this is a bug
             self._post(SamplerFailed(crash_line(exc, "sampling")))
@@ -416,8 +429,9 @@ def run_dashboard(options: FeedOptions, opening: Optional[OpeningFeed] = None) -
     """
     from npuwatch.feeds import OpeningFeed
 
-    sampler, banner = (opening or OpeningFeed(options)).result()
+    opening = opening or OpeningFeed(options)
+    sampler, banner = opening.result()
     with sampler:
-        app = NpuwatchApp(sampler, banner=banner.strip())
+        app = NpuwatchApp(sampler, banner=banner.strip(), first_sample=opening.first_sample)
         run_live_app(app)
     return exit_status(app, "the dashboard")
