@@ -167,3 +167,32 @@ def test_devices_matching_no_chip_says_so(capsys):
 def test_demo_cannot_be_combined_with_a_root(tmp_path, capsys):
     assert main(["snapshot", "--demo", "a3", "--root", str(tmp_path)]) == 64
     assert "--demo brings its own machine" in capsys.readouterr().err
+
+
+def test_the_dashboard_opens_its_feed_and_imports_with_the_collector_paused_then_runs_with_it(monkeypatch):
+    import gc
+
+    import npuwatch.feeds
+    import npuwatch.widgets.tui.app
+
+    seen = {}
+
+    class Opening:
+        def __init__(self, options) -> None:
+            seen["opening"] = gc.isenabled()
+            self.closed = False
+
+        def close(self) -> None:
+            seen["closed"] = True
+
+    def run_dashboard(options, opening) -> int:
+        seen["running"] = gc.isenabled()
+        return 0
+
+    monkeypatch.setattr(npuwatch.feeds, "OpeningFeed", Opening)
+    monkeypatch.setattr(npuwatch.widgets.tui.app, "run_dashboard", run_dashboard)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert gc.isenabled()
+    assert main(["--demo", "a3"]) == 0
+    assert seen == {"opening": False, "running": True, "closed": True}
+    assert gc.isenabled()
