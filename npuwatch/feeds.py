@@ -553,7 +553,6 @@ class OpeningFeed:
         self._thread: Optional[threading.Thread] = None
         self._opened = threading.Event()
         self._first: Optional[Tuple[Snapshot, float]] = None
-        self._first_handed = False
         try:
             # A signal (npuwatch's raise SystemExit) waits until the thread owns what was started,
             # and is raised here, where close() can end it: never between a fork and the thread.
@@ -613,9 +612,6 @@ class OpeningFeed:
         if self._thread is not None:
             self._thread.join()
         first, self._first = self._first, None
-        if self._first_handed:
-            return None
-        self._first_handed = True
         return first
 
     def close(self) -> None:

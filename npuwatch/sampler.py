@@ -22,7 +22,7 @@ from npuwatch.probes.container import detect_container
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
-from npuwatch.probes.pci import PciInventory, normalize_bdf, rescan_pci, scan_pci
+from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
 #: Slow facts: PCI inventory and links, install/version files.
@@ -181,8 +181,7 @@ class Sampler:
             started = time.monotonic()
             failures: List[ProbeReport] = []
             last = self._pci[0] if self._pci is not None else None
-            scan = (lambda: rescan_pci(sysroot, last)) if last is not None else (lambda: scan_pci(sysroot))
-            inventory = self._guard("sysfs", failures, scan, PciInventory())
+            inventory = self._guard("sysfs", failures, lambda: scan_pci(sysroot, last), PciInventory())
             if failures:
                 report = failures[0]
             elif inventory.reason:

@@ -1,4 +1,4 @@
-"""Provides scan_pci() and rescan_pci(): the Ascend PCI functions in sysfs, with identity, driver and link."""
+"""Provides scan_pci(): the Ascend PCI functions in Linux sysfs, with identity, driver and link."""
 
 from __future__ import annotations
 
@@ -123,27 +123,18 @@ def normalize_bdf(bus_id: Optional[str]) -> Optional[str]:
     return text if _BDF.match(text) else None
 
 
-def scan_pci(sysroot: Sysroot) -> PciInventory:
-    """Find every Ascend function under ``/sys/bus/pci/devices``; never raises on a broken tree."""
+def scan_pci(sysroot: Sysroot, previous: Optional[PciInventory] = None) -> PciInventory:
+    """Find every Ascend function under ``/sys/bus/pci/devices``; never raises on a broken tree.
+
+    With ``previous`` (an earlier scan of the same machine), a function found there with the same
+    vendor, device and driver has only what can change read again: its link (speed, width, AER
+    totals, presence) and power state; its identity, chip count, NUMA CPUs and upstream bridge are
+    kept (one replaced or rebound reads a new vendor, device or driver and is read whole).  That is
+    a third of a full scan's file reads: the sampler rescans every ``PCI_REFRESH_S``.
+    """
     if not sysroot.exists(PCI_DEVICES_DIR):
         return PciInventory(reason=f"{PCI_DEVICES_DIR} is missing (sysfs not mounted?)")
-    found = []
-    for name in sysroot.listdir(PCI_DEVICES_DIR):
-        function = _read_function(sysroot, name)
-        if function is not None:
-            found.append(function)
-    return PciInventory(functions=tuple(found))
-
-
-def rescan_pci(sysroot: Sysroot, previous: PciInventory) -> PciInventory:
-    """``scan_pci`` again, reading only what can change of a function ``previous`` found with the
-    same vendor, device and driver: its link (speed, width, AER totals, presence) and power state.
-    Its identity, chip count, NUMA CPUs and upstream bridge are kept (a function that was replaced
-    or rebound reads a new vendor, device or driver and is read whole).  A third of a full scan's
-    file reads: the sampler does this every ``PCI_REFRESH_S``."""
-    known = {function.bdf: function for function in previous.functions}
-    if not known or not sysroot.exists(PCI_DEVICES_DIR):
-        return scan_pci(sysroot)
+    known = {function.bdf: function for function in previous.functions} if previous is not None else {}
     found = []
     for name in sysroot.listdir(PCI_DEVICES_DIR):
         function = _read_function(sysroot, name, known.get(name))
@@ -152,7 +143,8 @@ def rescan_pci(sysroot: Sysroot, previous: PciInventory) -> PciInventory:
     return PciInventory(functions=tuple(found))
 
 
-#: What a rescan reads again of a known function (its other attributes are fixed while it is bound).
+#: What a rescan reads again of a known function (``_read_link`` and the power state; its other
+#: attributes are fixed while it stays bound).
 _LIVE_ATTRIBUTES = frozenset(
     {
         "current_link_speed",

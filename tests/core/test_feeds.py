@@ -322,7 +322,8 @@ def test_the_dashboard_gets_its_feed_while_the_first_sample_still_hangs(monkeypa
     feed, _ = opening.result()  # does not wait for the sample
     assert feed is hanging and not hanging.release.is_set()
     hanging.release.set()
-    assert opening.first_sample() == ("the first snapshot", pytest.approx(0, abs=30))
+    snapshot, took_s = opening.first_sample()
+    assert snapshot == "the first snapshot" and took_s >= 0
 
 
 def test_closing_an_opening_feed_nobody_took_never_waits_for_a_hung_first_sample(monkeypatch):

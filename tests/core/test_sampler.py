@@ -235,7 +235,7 @@ def test_replay_reads_nothing_of_this_machine(tmp_path):
 
 
 def test_a_crashing_probe_becomes_an_error_report_not_a_lost_tick(tmp_path, monkeypatch):
-    def boom(_sysroot):
+    def boom(_sysroot, _previous=None):
         raise PermissionError(13, "Permission denied", "/sys/bus/pci/devices")
 
     monkeypatch.setattr("npuwatch.sampler.scan_pci", boom)

@@ -14,7 +14,6 @@ from npuwatch.probes.pci import (
     chips_per_function,
     normalize_bdf,
     parse_aer_total,
-    rescan_pci,
     scan_pci,
 )
 from npuwatch.probes.sysroot import Sysroot
@@ -199,8 +198,8 @@ def test_a_rescan_of_an_unchanged_tree_equals_a_full_scan(builder):
     builder.add_raw_pci_function("0000:d1:00.0", {"vendor": "0x19e5\n", "device": "0xd802\n"})
     sysroot = builder.sysroot()
     first = scan_pci(sysroot)
-    assert rescan_pci(sysroot, first) == first
-    assert rescan_pci(sysroot, first).functions[-1].unavailable == first.functions[-1].unavailable
+    assert scan_pci(sysroot, first) == first
+    assert scan_pci(sysroot, first).functions[-1].unavailable == first.functions[-1].unavailable
 
 
 def test_a_rescan_reads_the_link_again_and_keeps_the_fixed_facts(builder):
@@ -218,7 +217,7 @@ def test_a_rescan_reads_the_link_again_and_keeps_the_fixed_facts(builder):
         local_cpulist="99",  # a fixed fact: a rescan keeps what the first scan read
         upstream_max_width=8,
     )
-    (function,) = rescan_pci(sysroot, first).functions
+    (function,) = scan_pci(sysroot, first).functions
     assert (function.link.current_speed_gt_s, function.link.current_width) == (8.0, 8)
     assert function.link.degraded and not function.link.present
     assert (function.link.aer_correctable_total, function.link.aer_nonfatal_total) == (3, 1)
@@ -235,7 +234,7 @@ def test_a_rescan_reads_a_replaced_or_rebound_function_whole_and_drops_a_removed
     builder.add_pci_function("0000:c1:00.0", 0xD806, local_cpulist="24-47")  # a 950 in its place
     (builder.root / "sys/bus/pci/devices/0000:c2:00.0").unlink()  # hot-removed
     builder.add_pci_function("0000:81:00.0", 0xD802, driver="vfio-pci")  # hot-added, passed through
-    again = rescan_pci(sysroot, first)
+    again = scan_pci(sysroot, first)
     assert again == scan_pci(sysroot)
     assert [(f.bdf, f.model, f.local_cpulist, f.bound) for f in again.functions] == [
         ("0000:81:00.0", "Ascend 910B", "0-47", False),
@@ -243,10 +242,22 @@ def test_a_rescan_reads_a_replaced_or_rebound_function_whole_and_drops_a_removed
     ]
 
 
+def test_a_rescan_drops_the_reason_of_a_link_file_that_appeared(builder):
+    folder = builder.add_raw_pci_function("0000:c1:00.0", {"vendor": "0x19e5\n", "device": "0xd802\n"})
+    sysroot = builder.sysroot()
+    first = scan_pci(sysroot)
+    for name, text in (("current_link_width", "8\n"), ("max_link_width", "16\n"), ("power_state", "D0\n")):
+        (folder / name).write_text(text)
+    again = scan_pci(sysroot, first)
+    assert again == scan_pci(sysroot)  # every reason of a file now read is gone, as a full scan has it
+    assert "current_link_width" not in again.functions[0].unavailable
+    assert again.functions[0].power_state == "D0"
+
+
 def test_a_rescan_without_sysfs_says_why(tmp_path, builder):
     builder.add_pci_function("0000:c1:00.0", 0xD802)
     first = scan_pci(builder.sysroot())
-    assert rescan_pci(Sysroot(tmp_path / "empty"), first).reason is not None
+    assert scan_pci(Sysroot(tmp_path / "empty"), first).reason is not None
 
 
 def test_unbound_function(builder):

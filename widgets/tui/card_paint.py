@@ -260,7 +260,8 @@ def _metric_head(
 
 
 def _metric_value(value: str, console: Console, base: Style, finish: Finish) -> Segment:
-    """A metric line's value, ``VALUE_WIDTH`` cells after its bar: bold, dim when n/a."""
+    """A metric line's value after its bar, right-aligned in ``VALUE_WIDTH`` cells (a longer one
+    takes cells from the sparkline): bold, dim when n/a."""
     spans = ("bold", "dim") if value == fmt.NA else ("bold", "bold")
     return Segment(f" {value:>{VALUE_WIDTH - 2}} ", combined_style(console, base, spans, finish))
 
