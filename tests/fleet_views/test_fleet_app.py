@@ -220,7 +220,7 @@ def test_the_tables_keys_do_nothing_on_a_node_screen_and_help_lists_the_keys():
         assert app.sort == "worst"
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, NodeScreen), "the fleet table")
-        assert not app.query_one("#filter").display  # no filter box was opened behind the node screen
+        assert app.filter_box() is None  # no filter box was opened behind the node screen
         assert app.focused is app.query_one("#nodes")
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")

@@ -323,10 +323,10 @@ def test_s_cycles_the_process_sort():
 def test_slash_filters_processes_enter_keeps_escape_clears():
     async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
         table = app.query_one(ProcessTable)
-        box = app.query_one("#filter", Input)
-        assert not box.display
+        assert app.filter_box() is None  # mounted the first time it is opened
         await pilot.press("slash")
-        assert box.display
+        box = app.filter_box()
+        assert box is not None and box.display
         assert app.focused is box
         await pilot.press(*"bob")
         assert set(table_column(app, 3)) == {"bob"}
@@ -345,6 +345,8 @@ def test_slash_filters_processes_enter_keeps_escape_clears():
         await pilot.press("escape")
         assert not box.display
         assert table.row_count == 15
+        await pilot.press("slash")  # opened again: the same box, empty
+        assert app.filter_box() is box and box.display and box.value == ""
 
     drive(FakeSampler([B910]), scenario)
 

@@ -16,6 +16,7 @@ from typing import Callable, Tuple
 import pytest
 from textual.pilot import Pilot
 
+from npuwatch.alerts import Hysteresis
 from npuwatch.model import Snapshot
 from npuwatch.widgets.tui.app import NpuwatchApp
 from npuwatch.widgets.tui.chip_grid import ChipGrid
@@ -51,7 +52,10 @@ def replay_app(scenario: str) -> NpuwatchApp:
     for snapshot in snapshots:
         sampler.history.add(snapshot)
     app = NpuwatchApp(sampler)
-    for snapshot in snapshots:  # the alerts' hysteresis has settled, as after a minute of watching
+    # The alerts' hysteresis has settled, as after a minute of watching: the last state held long
+    # enough to raise every alert it has, so the app's own samples (one or two before the picture,
+    # as fast as the machine is) change nothing.
+    for snapshot in (*snapshots, *(snapshots[-1],) * Hysteresis().raise_after):
         app.tracker.update(snapshot)
     return app
 

@@ -21,7 +21,7 @@ from textual.app import ComposeResult, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from npuwatch.crash import crash_line
 from npuwatch.fleet.model import FleetSnapshot
@@ -39,6 +39,7 @@ from npuwatch.widgets.fleet.rows import (
 )
 from npuwatch.widgets.tui.app_base import LiveApp, exit_status, run_live_app
 from npuwatch.widgets.tui.help_screen import HelpScreen
+from npuwatch.widgets.tui.key_bar import KeyBar
 from npuwatch.widgets.tui.line import Line
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class FleetApp(LiveApp):
     """``npuwatch fleet``: header, status line, the node table; Enter opens a node."""
 
     CSS_PATH: ClassVar[Optional[CSSPathType]] = list(CSS_FILES)
+    FILTER_PLACEHOLDER = "filter nodes by name or instance"
     TITLE = "npuwatch fleet"
     AUTO_FOCUS = "#nodes"
     BINDINGS: ClassVar[List[BindingType]] = [
@@ -139,11 +141,9 @@ class FleetApp(LiveApp):
         for column in COLUMNS:
             table.add_column(column, key=column)
         yield table
-        yield Input(placeholder="filter nodes by name or instance", id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#filter").display = False
         if self.banner:
             self.query_one("#header").styles.height = 2
         self._render_header()
@@ -322,9 +322,7 @@ class FleetApp(LiveApp):
         self._render_header()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.display = False
+        self.close_filter_box()
         self._set_filter("")
         self.query_one("#nodes").focus()
 

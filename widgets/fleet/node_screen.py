@@ -17,7 +17,6 @@ from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.geometry import Size
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from npuwatch.fleet.model import FleetNode
 from npuwatch.history import History
@@ -30,6 +29,7 @@ from npuwatch.widgets.tui.chip_layout import choose_layout
 from npuwatch.widgets.tui.chips import group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
+from npuwatch.widgets.tui.key_bar import KeyBar
 from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.messages import ChipSelected
 from npuwatch.widgets.tui.processes import ProcessTable
@@ -92,7 +92,7 @@ class NodeScreen(Screen[None]):
         yield ChipGrid(self.history, id="chips")
         yield HostPanel()
         yield ProcessTable()
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.show(self.node, self.error)

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.events import Resize
 from textual.geometry import Size
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.crash import crash_line
@@ -29,6 +29,7 @@ from npuwatch.widgets.tui.chips import group_chips
 from npuwatch.widgets.tui.detail_screen import DetailScreen
 from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
+from npuwatch.widgets.tui.key_bar import KeyBar
 from npuwatch.widgets.tui.line import Line
 from npuwatch.widgets.tui.messages import ChipSelected, SamplerFailed, SnapshotReady
 from npuwatch.widgets.tui.processes import ProcessTable
@@ -47,6 +48,7 @@ class NpuwatchApp(LiveApp):
     """``npuwatch``: header, alerts, chip cards per NPU, host panel, process table."""
 
     CSS_PATH = "npuwatch.tcss"
+    FILTER_PLACEHOLDER = "filter processes by user, command or PID"
     TITLE = "npuwatch"
     AUTO_FOCUS = None  # the chip area takes the focus once it has chips (see _render_chips)
     # The footer shows each description; the help screen (``?``) lists each tooltip.
@@ -111,11 +113,9 @@ class NpuwatchApp(LiveApp):
         yield ChipGrid(self.sampler.history, id="chips")
         yield HostPanel()
         yield ProcessTable()
-        yield Input(placeholder="filter processes by user, command or PID", id="filter")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#filter").display = False
         if self.banner:  # the banner takes the header's second line
             self.query_one("#header").styles.height = 2
         self._render_header()
@@ -383,9 +383,7 @@ class NpuwatchApp(LiveApp):
         self.query_one(ProcessTable).next_sort()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.display = False
+        self.close_filter_box()
         self.query_one(ProcessTable).set_filter("")
 
     @on(Input.Changed, "#filter")

@@ -18,6 +18,7 @@ from typing import Any, Iterator, List, Optional, Tuple, Type
 
 from textual.app import App
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import Input
@@ -34,6 +35,9 @@ GC_GEN0_THRESHOLD = 20_000
 class LiveApp(App[None]):
     """A textual app whose data comes from a daemon thread (``_sampling_since`` is set while a
     refresh runs); ``t`` switches the theme, ``/`` shows the ``#filter`` input."""
+
+    #: What the ``/`` box shows until something is typed.
+    FILTER_PLACEHOLDER = "filter"
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,10 +90,28 @@ class LiveApp(App[None]):
                 lines.append((binding, (self.get_key_display(first), binding.tooltip)))
         return lines
 
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+    def filter_box(self) -> Optional[Input]:
+        """The ``/`` box, once opened: it is mounted the first time ``/`` is pressed (on the app's
+        first screen), a widget fewer to style before the first frame."""
+        try:
+            return self.screen_stack[0].query_one("#filter", Input)
+        except NoMatches:
+            return None
+
+    async def action_filter(self) -> None:
+        box = self.filter_box()
+        if box is None:
+            box = Input(placeholder=self.FILTER_PLACEHOLDER, id="filter")
+            await self.screen_stack[0].mount(box)
         box.display = True
         box.focus()
+
+    def close_filter_box(self) -> None:
+        """Empty and hide the ``/`` box (nothing when it was never opened)."""
+        box = self.filter_box()
+        if box is not None:
+            box.value = ""
+            box.display = False
 
     def action_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"

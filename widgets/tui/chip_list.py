@@ -55,7 +55,7 @@ class ChipList(ScrollView, can_focus=True):
         self.chips = chips
         self.judgements = judgements
         self.cursor = min(self.cursor, max(0, len(chips) - 1))
-        self.virtual_size = Size(self.size.width, len(chips))
+        self.virtual_size = Size(0, len(chips))  # lines fit the width: no sideways scrollbar
         self.refresh()
 
     def render_line(self, y: int) -> Strip:

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
@@ -25,6 +25,7 @@ from npuwatch.model import ChipSample, Level, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
+from npuwatch.widgets.tui.key_bar import KeyBar
 from npuwatch.widgets.view_model import WorkloadExplanation, chip_row, explain, graph_top
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class DetailScreen(Screen[None]):
             yield Static(
                 "[dim]Asking npu-smi for board, usages, common and health…[/dim]", id="detail-npu-smi"
             )
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.show(self.snapshot)

@@ -113,7 +113,10 @@ class ProcessTable(ScrollView, can_focus=True):
         now = self.now_s if self.now_s is not None else time.time()
         self.rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
         width = self.size.width
-        self.virtual_size = Size(width, len(self.rows) + 1)
+        # Rows are cut to the width (the command last), so nothing scrolls sideways: a virtual
+        # width of the widget's own made textual add a horizontal scrollbar once the vertical one
+        # took two columns, a line of the table lost to a bar with nothing to scroll.
+        self.virtual_size = Size(0, len(self.rows) + 1)
         self._retitle()
         self._repaint((width, self.visual_style.rich_style))
 

@@ -1,0 +1,145 @@
+"""Provides KeyBar: the key hints at the bottom of every npuwatch screen, drawn as one line.
+
+Textual's ``Footer`` builds a widget per key (ten on the dashboard), each styled by the CSS
+engine, and builds them again after the first frame: about 30 ms of CPU before the dashboard's
+first full screen, a twelfth of it (measured side by side in a terminal, 8 starts each).  The
+key bar draws the same hints (the screen's shown bindings, one key per action, disabled ones
+dim, the command palette's key on the right) as one line through ``TextLines``; a click on a key
+presses it, hovering shows its tooltip, and the line is redrawn when the bindings change.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual import events
+from textual.screen import Screen
+
+from npuwatch.widgets.tui.line import TextLines
+
+#: Drawn between the keys and the command palette's key (textual's footer draws a ``vkey`` border).
+PALETTE_EDGE = "▏"
+
+
+class KeyHint(NamedTuple):
+    """One key as the bar shows it: where it is on the line, and what pressing it does."""
+
+    start: int  # first cell
+    end: int  # one past the last cell
+    key: str  # the key textual's binding names (what a click presses)
+    enabled: bool
+    tooltip: str
+
+
+class KeyBar(TextLines):
+    """The screen's key hints on one line; click a key to press it."""
+
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description", "key-bar--hover", "key-bar--edge"}
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        color: $footer-foreground;
+        background: $footer-background;
+        & > .key-bar--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        & > .key-bar--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+        & > .key-bar--hover {
+            background: $block-hover-background;
+        }
+        & > .key-bar--edge {
+            color: $foreground 20%;
+        }
+    }
+    """
+
+    def __init__(self, id: Optional[str] = None) -> None:
+        super().__init__(id=id)
+        self.hints: List[KeyHint] = []
+        self._hover: Optional[int] = None  # the index of the hint under the mouse
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        if self.is_attached and screen is self.screen:
+            self.redraw()
+
+    def lines(self) -> List[Text]:
+        """The hints, laid out as textual's footer lays them out (`` q Quit  ? Help ``)."""
+        key_style = self.get_component_rich_style("key-bar--key", partial=True)
+        description_style = self.get_component_rich_style("key-bar--description", partial=True)
+        hover_style = self.get_component_rich_style("key-bar--hover", partial=True)
+        app = self.app
+        active = self.screen.active_bindings
+        text, hints, actions = Text(no_wrap=True, end=""), [], set()
+        palette = None
+        for key, (_, binding, enabled, tooltip) in active.items():
+            if key == app.COMMAND_PALETTE_BINDING and app.ENABLE_COMMAND_PALETTE:
+                palette = (key, binding, enabled, tooltip)
+                continue
+            if not binding.show or binding.action in actions:
+                continue  # one key per action, as the footer shows them
+            actions.add(binding.action)
+            start = text.cell_len
+            text.append(f" {app.get_key_display(binding)} ", key_style)
+            text.append(f"{binding.description} ", description_style)
+            hints.append(KeyHint(start, text.cell_len, binding.key, enabled, tooltip or binding.description))
+        if palette is not None:  # on the right, as textual docks it; the keys give way to it
+            key, binding, enabled, tooltip = palette
+            label = f" {app.get_key_display(binding)} {binding.description} "
+            start = max(0, self.size.width - cell_len(label))
+            if text.cell_len > start:
+                text.truncate(start)
+                hints = [hint._replace(end=min(hint.end, start)) for hint in hints if hint.start < start]
+            text.append(" " * (start - text.cell_len))
+            text.append(PALETTE_EDGE, self.get_component_rich_style("key-bar--edge", partial=True))
+            text.append(app.get_key_display(binding), key_style)  # the edge takes the key's padding
+            text.append(f" {binding.description} ", description_style)
+            hints.append(KeyHint(start, text.cell_len, binding.key, enabled, tooltip or binding.description))
+        for index, hint in enumerate(hints):
+            if not hint.enabled:
+                text.stylize("dim", hint.start, hint.end)
+            elif index == self._hover:
+                text.stylize(hover_style, hint.start, hint.end)
+        self.hints = hints
+        return [text]
+
+    def hint_at(self, x: int) -> Optional[int]:
+        """The index of the hint drawn at cell ``x``, if any."""
+        return next((i for i, hint in enumerate(self.hints) if hint.start <= x < hint.end), None)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        index = self.hint_at(event.x)
+        if index is None:
+            return
+        hint = self.hints[index]
+        if hint.enabled:
+            self.app.simulate_key(hint.key)
+        else:
+            self.app.bell()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        self._set_hover(self.hint_at(event.x))
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, index: Optional[int]) -> None:
+        if index == self._hover:
+            return
+        self._hover = index
+        self.tooltip = None if index is None else self.hints[index].tooltip or None
+        self.redraw()
