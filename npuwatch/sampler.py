@@ -123,11 +123,13 @@ class Sampler:
 
     def _sample_locked(self) -> Snapshot:
         now, mono = self._clock(), self._monotonic()
+        # The PCI tree first: a feed's first scan of it then runs while DCMI's worker starts.
+        pci_reports: List[ProbeReport] = []
+        inventory = self._inventory(mono, pci_reports)
         outcome = self.source.read()
         source_name = self.source.probe_name  # after the read: ``auto`` names the backend that read
         self._tracker.source_name = source_name
-        probes = [_source_report(source_name, outcome)]
-        inventory = self._inventory(mono, probes)
+        probes = [_source_report(source_name, outcome), *pci_reports]
         resolved = self._tracker.resolve(outcome, mono, inventory)
         warnings = resolved.warnings + self._unreported(outcome, probes)
         chips = [self._with_pcie(chip) for chip in resolved.chips]

@@ -142,16 +142,25 @@ class HostProbe:
         self.in_container = in_container
         self.host_pid_namespace = host_pid_namespace
         self._hostname = socket.gethostname()
-        self._cpu_primed_at = time.monotonic()
+        self._cpu_primed_at = time.monotonic()  # 0.0 once the first sample read the CPU
         psutil.cpu_percent(None, percpu=True)
 
+    @staticmethod
+    def _wait_s(seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
     def sample(self) -> HostInfo:
-        """CPU (overall and per core), memory and load average now."""
-        if time.monotonic() - self._cpu_primed_at < _MIN_CPU_WINDOW_S:
-            per_cpu = psutil.cpu_percent(_MIN_CPU_WINDOW_S, percpu=True)
-        else:
-            per_cpu = psutil.cpu_percent(None, percpu=True)
-        self._cpu_primed_at = 0.0
+        """CPU (overall and per core), memory and load average now.
+
+        The first sample reads CPU over the time since the probe was made, after waiting out
+        what is left of ``_MIN_CPU_WINDOW_S``: a feed's first sample comes after its chips were
+        read, so it seldom waits at all (``psutil.cpu_percent(0.1)`` slept a whole 0.1 s, on the
+        way to the dashboard's first screen)."""
+        if self._cpu_primed_at:
+            self._wait_s(_MIN_CPU_WINDOW_S - (time.monotonic() - self._cpu_primed_at))
+            self._cpu_primed_at = 0.0
+        per_cpu = psutil.cpu_percent(None, percpu=True)
         memory = psutil.virtual_memory()
         try:
             load: Optional[Tuple[float, float, float]] = os.getloadavg()

@@ -38,6 +38,25 @@ def test_host_sample_has_real_figures():
     assert len(info.per_cpu_percent) == os.cpu_count()
 
 
+def test_the_first_sample_waits_only_what_is_left_of_the_cpu_window(monkeypatch):
+    import npuwatch.probes.host as host
+
+    clock = [100.0]
+    waits = []
+    monkeypatch.setattr(host.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(HostProbe, "_wait_s", staticmethod(lambda s: waits.append(round(s, 6))))
+    probe = HostProbe(lookup=FakeLookup({}))
+    clock[0] += 0.07  # the chips were read meanwhile
+    probe.sample()
+    assert waits == [round(host._MIN_CPU_WINDOW_S - 0.07, 6)]
+    probe.sample()  # later samples read the CPU since the last one: no wait
+    assert len(waits) == 1
+    late = HostProbe(lookup=FakeLookup({}))
+    clock[0] += 0.5  # a first sample long after the probe was made
+    late.sample()
+    assert waits[1] < 0  # nothing to wait for (``_wait_s`` sleeps only a positive time)
+
+
 def test_host_namespace_enriches_a_matching_process():
     probe = HostProbe(lookup=FakeLookup({42: ("python", INFO)}), host_pid_namespace=True)
     (out,) = probe.enrich([proc(42)])
