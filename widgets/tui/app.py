@@ -26,8 +26,6 @@ from npuwatch.widgets.tui.chip_grid import ChipGrid
 from npuwatch.widgets.tui.chip_layout import CHIP_MIN_ROWS, ChipLayout, GroupShape, choose_layout
 from npuwatch.widgets.tui.chip_list import HUGE_CHIPS, ChipList
 from npuwatch.widgets.tui.chips import group_chips
-from npuwatch.widgets.tui.detail_screen import DetailScreen
-from npuwatch.widgets.tui.help_screen import OTHER_KEYS, HelpScreen
 from npuwatch.widgets.tui.host_panel import HostPanel
 from npuwatch.widgets.tui.key_bar import KeyBar
 from npuwatch.widgets.tui.line import Line
@@ -37,6 +35,7 @@ from npuwatch.widgets.tui.processes import ProcessTable
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
     from npuwatch.feeds import FeedOptions, OpeningFeed  # run_dashboard, the command's entry, opens the feed
+    from npuwatch.widgets.tui.detail_screen import DetailScreen  # imported when a chip is opened
 
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -100,6 +99,7 @@ class NpuwatchApp(LiveApp):
         self.snapshot: Optional[Snapshot] = None
         self.alerts: Tuple[Alert, ...] = ()
         self.tracker = AlertTracker()
+        self._detail: Optional[DetailScreen] = None  # the chip screen last opened
         self._chip_layout: Optional[List[Tuple[int, int]]] = None  # the chips the grid was given
         self._updated_at: Optional[float] = None
         self._last_took_s = 0.0
@@ -199,8 +199,8 @@ class NpuwatchApp(LiveApp):
         self.query_one(ProcessTable).show(snapshot.processes, snapshot.taken_at.timestamp())
         self._render_header()
         self._render_alerts()
-        if isinstance(self.screen, DetailScreen):
-            self.screen.show(snapshot)
+        if self._detail is not None and self.screen is self._detail:
+            self._detail.show(snapshot)
 
     def _render_chips(self, snapshot: Snapshot) -> None:
         if len(snapshot.chips) > HUGE_CHIPS:  # thousands of cards would freeze the first paint
@@ -353,6 +353,8 @@ class NpuwatchApp(LiveApp):
             self.show(self.replay.sample())
 
     def action_help(self) -> None:
+        from npuwatch.widgets.tui.help_screen import HelpScreen
+
         self.push_screen(HelpScreen(self.help_keys()))
 
     def help_keys(self) -> List[Tuple[str, str]]:
@@ -361,6 +363,8 @@ class NpuwatchApp(LiveApp):
         replay_keys: List[Tuple[str, str]] = []
         for binding, shown in self.binding_help():
             (replay_keys if binding.action.startswith(("seek", "speed")) else keys).append(shown)
+        from npuwatch.widgets.tui.help_screen import OTHER_KEYS
+
         return [*keys, *OTHER_KEYS, *replay_keys]
 
     def action_pause(self) -> None:
@@ -397,7 +401,12 @@ class NpuwatchApp(LiveApp):
 
     def on_chip_selected(self, message: ChipSelected) -> None:
         if self.snapshot is not None:
-            self.push_screen(DetailScreen(message.key, self.snapshot, self.sampler))
+            # The detail and help screens are imported when first opened: not on the way to the
+            # first screen.
+            from npuwatch.widgets.tui.detail_screen import DetailScreen
+
+            self._detail = DetailScreen(message.key, self.snapshot, self.sampler)
+            self.push_screen(self._detail)
 
 
 def _host_name(snapshot: Snapshot) -> Optional[str]:
