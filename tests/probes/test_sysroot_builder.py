@@ -235,6 +235,26 @@ def test_write_file_text_bytes_and_read_only_replacement(builder):
     assert builder.path("/etc/x").read_text() == "three"
 
 
+def test_write_file_replaces_a_link_not_its_target_and_keeps_modes_whatever_the_umask(builder, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    builder.path("/etc").mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, builder.path("/etc/link"))
+    builder.write_file("/etc/link", "new")
+    assert outside.read_text() == "keep me"
+    assert not builder.path("/etc/link").is_symlink() and builder.path("/etc/link").read_text() == "new"
+    before = os.umask(0o077)
+    try:
+        made = builder.write_file("/a/b/c/deep", "x", mode=0o644)
+    finally:
+        os.umask(before)
+    assert made == builder.path("/a/b/c/deep")
+    assert made.stat().st_mode & 0o777 == 0o644
+    builder.path("/etc/folder").mkdir()
+    with pytest.raises((IsADirectoryError, PermissionError)):  # Linux: EISDIR from unlink
+        builder.write_file("/etc/folder", "not into a folder")
+
+
 def test_sysroot_gets_a_copy_of_the_environment(builder):
     builder.mark_container("kubernetes")
     sysroot = builder.sysroot()
