@@ -142,7 +142,7 @@ class HostProbe:
         self.in_container = in_container
         self.host_pid_namespace = host_pid_namespace
         self._hostname = socket.gethostname()
-        self._cpu_primed_at = time.monotonic()  # 0.0 once the first sample read the CPU
+        self._cpu_primed_at: Optional[float] = time.monotonic()  # None once a sample read the CPU
         psutil.cpu_percent(None, percpu=True)
 
     @staticmethod
@@ -157,9 +157,9 @@ class HostProbe:
         what is left of ``_MIN_CPU_WINDOW_S``: a feed's first sample comes after its chips were
         read, so it seldom waits at all (``psutil.cpu_percent(0.1)`` slept a whole 0.1 s, on the
         way to the dashboard's first screen)."""
-        if self._cpu_primed_at:
+        if self._cpu_primed_at is not None:
             self._wait_s(_MIN_CPU_WINDOW_S - (time.monotonic() - self._cpu_primed_at))
-            self._cpu_primed_at = 0.0
+            self._cpu_primed_at = None
         per_cpu = psutil.cpu_percent(None, percpu=True)
         memory = psutil.virtual_memory()
         try:

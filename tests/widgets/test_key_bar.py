@@ -68,7 +68,8 @@ def test_the_shown_keys_one_per_action_and_the_palette_on_the_right():
         assert [hint.key for hint in bar.hints] == ["q", "plus", "d", "o", "ctrl+p"]
         assert [hint.enabled for hint in bar.hints] == [True, True, False, True, True]
         assert bar.hints[3].tooltip == "the other thing"
-        assert bar.hints[0].tooltip == "Quit"  # no tooltip: the description
+        assert bar.hints[0].tooltip == ""  # none given: none shown, as textual's footer
+        assert bar.hints[4].tooltip  # the palette's key says what it does
 
     run(body)
 
@@ -112,6 +113,32 @@ def test_a_narrow_bar_keeps_the_palette_and_cuts_the_keys():
     run(body, size=(27, 5))
 
 
+class WideApp(KeysApp, inherit_bindings=False):
+    BINDINGS: ClassVar[List[BindingType]] = [
+        Binding("w", "note('w')", "日本語"),  # two cells a character
+        Binding("d", "note('d')", "Dim"),
+        Binding("q", "note('q')", "Quit"),
+    ]
+
+
+def test_wide_descriptions_keep_each_style_on_its_own_key():
+    async def main() -> None:
+        app = WideApp()
+        async with app.run_test(size=(60, 3)) as pilot:
+            await pilot.pause()
+            bar = app.query_one(KeyBar)
+            styles = {seg.text.strip(): seg.style for seg in bar.render_line(0) if seg.text.strip()}
+            assert styles["Dim"] is not None and styles["Dim"].dim  # the disabled key
+            assert not (styles["Quit"] and styles["Quit"].dim)
+            quit_ = bar.hints[2]
+            assert (quit_.start, quit_.end) == (17, 25)  # " w 日本語 " is 10 cells, " d Dim " 7
+            await pilot.click(KeyBar, offset=(quit_.start + 1, 0))
+            await pilot.pause()
+            assert app.notes == ["q"]
+
+    asyncio.run(main())
+
+
 def test_hovering_a_key_shows_its_tooltip():
     async def body(app: KeysApp, pilot, bar: KeyBar) -> None:  # type: ignore[no-untyped-def]
         other = bar.hints[3]
@@ -121,5 +148,11 @@ def test_hovering_a_key_shows_its_tooltip():
         await pilot.hover(KeyBar, offset=(60, 0))
         await pilot.pause()
         assert bar.tooltip is None
+        await pilot.hover(KeyBar, offset=(other.start + 1, 0))
+        await pilot.pause()
+        app.query_one(Pane).focus()  # the bindings change under the mouse: no stale tooltip
+        await pilot.pause()
+        assert bar.tooltip is None
+        assert "x Extra" in line(bar)
 
     run(body)

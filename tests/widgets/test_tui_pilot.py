@@ -375,10 +375,16 @@ def test_enter_on_a_focused_card_opens_its_detail_and_escape_goes_back():
         assert app.screen.key == (1, 1)
         assert "NPU 1 · chip 1 · Ascend910" in text(app.screen, "#detail-now")
         assert await wait_for(pilot, lambda: sampler.details_asked == [(1, 1)])
+        # The process table's keys do nothing here (the table is not on this screen).
+        await pilot.press("slash", "s")
+        await pilot.pause()
+        assert app.filter_box() is None
+        assert app.query_one(ProcessTable).sort_index == 0
         await pilot.press("escape")
         await pilot.pause()
         assert len(app.screen_stack) == 1
         assert not isinstance(app.screen, DetailScreen)
+        assert app.focused is not None and app.focused.id != "filter"
 
     drive(sampler, scenario)
 

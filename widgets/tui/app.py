@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from npuwatch.feeds import FeedOptions, OpeningFeed  # run_dashboard, the command's entry, opens the feed
     from npuwatch.widgets.tui.detail_screen import DetailScreen  # imported when a chip is opened
 
+#: The keys that act on the process table, which only the dashboard's own screen shows.
+PROCESS_TABLE_ACTIONS = frozenset({"sort", "filter", "clear_filter"})
 #: The intervals `+` and `-` step through (seconds).
 INTERVALS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 #: The header names how long samples take once they take this many times the interval (the real pace).
@@ -199,8 +201,11 @@ class NpuwatchApp(LiveApp):
         self.query_one(ProcessTable).show(snapshot.processes, snapshot.taken_at.timestamp())
         self._render_header()
         self._render_alerts()
-        if self._detail is not None and self.screen is self._detail:
-            self._detail.show(snapshot)
+        if self._detail is not None:
+            if self.screen is self._detail:
+                self._detail.show(snapshot)
+            elif self._detail not in self.screen_stack:
+                self._detail = None  # closed: its widgets and snapshot go
 
     def _render_chips(self, snapshot: Snapshot) -> None:
         if len(snapshot.chips) > HUGE_CHIPS:  # thousands of cards would freeze the first paint
@@ -330,7 +335,10 @@ class NpuwatchApp(LiveApp):
         return self.sampler if isinstance(self.sampler, ReplayControls) else None
 
     def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
-        # The replay keys exist only while a recording plays: hidden from the footer otherwise.
+        # The replay keys exist only while a recording plays: hidden from the key bar otherwise.
+        # The process table's keys act on the table: hidden (and idle) on a chip's screen.
+        if action in PROCESS_TABLE_ACTIONS and self.screen is not self.screen_stack[0]:
+            return False
         return not (action in ("seek", "speed") and self.replay is None)
 
     def action_seek(self, delta_s: float) -> None:

@@ -60,7 +60,7 @@ class ChipList(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         index = self.scroll_offset.y + y
-        width = self.size.width
+        width = self.scrollable_content_region.width  # beside the scrollbar: nothing hides under it
         base = self.rich_style
         if not 0 <= index < len(self.chips):
             return Strip.blank(width, base)

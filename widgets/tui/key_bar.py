@@ -15,6 +15,7 @@ from typing import List, NamedTuple, Optional
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
+from textual.binding import Binding
 from textual.screen import Screen
 
 from npuwatch.widgets.tui.line import TextLines
@@ -65,7 +66,7 @@ class KeyBar(TextLines):
     def __init__(self, id: Optional[str] = None) -> None:
         super().__init__(id=id)
         self.hints: List[KeyHint] = []
-        self._hover: Optional[int] = None  # the index of the hint under the mouse
+        self._hover: Optional[str] = None  # the key of the hint under the mouse
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -75,6 +76,8 @@ class KeyBar(TextLines):
 
     def _bindings_changed(self, screen: Screen[object]) -> None:
         if self.is_attached and screen is self.screen:
+            self._hover = None  # the keys may have moved under the mouse: the next move says
+            self.tooltip = None
             self.redraw()
 
     def lines(self) -> List[Text]:
@@ -83,37 +86,37 @@ class KeyBar(TextLines):
         description_style = self.get_component_rich_style("key-bar--description", partial=True)
         hover_style = self.get_component_rich_style("key-bar--hover", partial=True)
         app = self.app
-        active = self.screen.active_bindings
         text, hints, actions = Text(no_wrap=True, end=""), [], set()
+
+        def add(key_text: str, description: str, binding: Binding, enabled: bool, tooltip: str) -> None:
+            start, first = text.cell_len, len(text)  # cells for the mouse, characters for styles
+            text.append(key_text, key_style)
+            text.append(description, description_style)
+            if not enabled:
+                text.stylize("dim", first, len(text))
+            elif binding.key == self._hover:
+                text.stylize(hover_style, first, len(text))
+            hints.append(KeyHint(start, text.cell_len, binding.key, enabled, tooltip))
+
         palette = None
-        for key, (_, binding, enabled, tooltip) in active.items():
+        for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items():
             if key == app.COMMAND_PALETTE_BINDING and app.ENABLE_COMMAND_PALETTE:
-                palette = (key, binding, enabled, tooltip)
-                continue
-            if not binding.show or binding.action in actions:
-                continue  # one key per action, as the footer shows them
-            actions.add(binding.action)
-            start = text.cell_len
-            text.append(f" {app.get_key_display(binding)} ", key_style)
-            text.append(f"{binding.description} ", description_style)
-            hints.append(KeyHint(start, text.cell_len, binding.key, enabled, tooltip or binding.description))
+                palette = (binding, enabled)
+            elif binding.show and binding.action not in actions:  # one key per action
+                actions.add(binding.action)
+                add(f" {app.get_key_display(binding)} ", f"{binding.description} ", binding, enabled, tooltip)
         if palette is not None:  # on the right, as textual docks it; the keys give way to it
-            key, binding, enabled, tooltip = palette
-            label = f" {app.get_key_display(binding)} {binding.description} "
-            start = max(0, self.size.width - cell_len(label))
+            binding, enabled = palette
+            shown = app.get_key_display(binding)
+            start = max(0, self.size.width - cell_len(f" {shown} {binding.description} "))
             if text.cell_len > start:
                 text.truncate(start)
                 hints = [hint._replace(end=min(hint.end, start)) for hint in hints if hint.start < start]
             text.append(" " * (start - text.cell_len))
             text.append(PALETTE_EDGE, self.get_component_rich_style("key-bar--edge", partial=True))
-            text.append(app.get_key_display(binding), key_style)  # the edge takes the key's padding
-            text.append(f" {binding.description} ", description_style)
-            hints.append(KeyHint(start, text.cell_len, binding.key, enabled, tooltip or binding.description))
-        for index, hint in enumerate(hints):
-            if not hint.enabled:
-                text.stylize("dim", hint.start, hint.end)
-            elif index == self._hover:
-                text.stylize(hover_style, hint.start, hint.end)
+            # The edge takes the key's padding; the palette's key says what it does when hovered.
+            add(shown, f" {binding.description} ", binding, enabled, binding.tooltip or binding.description)
+            hints[-1] = hints[-1]._replace(start=start)
         self.hints = hints
         return [text]
 
@@ -132,14 +135,16 @@ class KeyBar(TextLines):
             self.app.bell()
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        self._set_hover(self.hint_at(event.x))
+        index = self.hint_at(event.x)
+        self._set_hover(None if index is None else self.hints[index])
 
     def on_leave(self, event: events.Leave) -> None:
         self._set_hover(None)
 
-    def _set_hover(self, index: Optional[int]) -> None:
-        if index == self._hover:
+    def _set_hover(self, hint: Optional[KeyHint]) -> None:
+        key = None if hint is None else hint.key
+        if key == self._hover:
             return
-        self._hover = index
-        self.tooltip = None if index is None else self.hints[index].tooltip or None
+        self._hover = key
+        self.tooltip = None if hint is None else hint.tooltip or None
         self.redraw()

@@ -112,10 +112,10 @@ class ProcessTable(ScrollView, can_focus=True):
             self.now_s = now_s
         now = self.now_s if self.now_s is not None else time.time()
         self.rows = visible_rows(processes, self.sort_index, self.filter_text, self.user, now)
-        width = self.size.width
-        # Rows are cut to the width (the command last), so nothing scrolls sideways: a virtual
-        # width of the widget's own made textual add a horizontal scrollbar once the vertical one
-        # took two columns, a line of the table lost to a bar with nothing to scroll.
+        width = self._line_width()
+        # Rows are cut to the width beside the scrollbar (the command last), so nothing scrolls
+        # sideways: drawn as wide as the widget, the last two columns hid under the vertical
+        # scrollbar and textual added a horizontal one to reach them, a line of the table lost.
         self.virtual_size = Size(0, len(self.rows) + 1)
         self._retitle()
         self._repaint((width, self.visual_style.rich_style))
@@ -186,7 +186,7 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def render_lines(self, crop: Region) -> List[Strip]:
         # The width, style and scroll position once for the lines textual asks for, not per line.
-        self._frame = (self.size.width, self.visual_style.rich_style, self.scroll_offset.y)
+        self._frame = (self._line_width(), self.visual_style.rich_style, self.scroll_offset.y)
         try:
             return super().render_lines(crop)
         finally:
@@ -194,7 +194,7 @@ class ProcessTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width, base, top = self._frame or (
-            self.size.width,
+            self._line_width(),
             self.visual_style.rich_style,
             self.scroll_offset.y,
         )
@@ -206,6 +206,10 @@ class ProcessTable(ScrollView, can_focus=True):
         if 0 <= index < len(self._strips):
             return self._strips[index]
         return Strip.blank(width, base)
+
+    def _line_width(self) -> int:
+        """The cells a row has: the widget's width less its vertical scrollbar's."""
+        return self.scrollable_content_region.width
 
     def on_click(self, event: Click) -> None:
         if event.y != 0:
