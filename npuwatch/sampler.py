@@ -7,9 +7,20 @@ import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
-from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_source import ChipSource, SourceReading
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
@@ -24,6 +35,9 @@ from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
 from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
 from npuwatch.probes.sysroot import Sysroot
+
+if TYPE_CHECKING:
+    from npuwatch.chip_details import ChipDetails  # the detail screen's records: not imported to sample
 
 #: Slow facts: PCI inventory and links, install/version files.
 PCI_REFRESH_S = 10.0

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Protocol, Sequence, Tuple, Union
 import psutil
 
 from npuwatch.model import HostInfo, NpuProcess, ProcessHostInfo
-from npuwatch.probes.npu_smi.processes import PID_MAX
+from npuwatch.probes.values import PID_MAX
 
 #: npu-smi prints the kernel's task name, which the kernel cuts to 15 characters
 #: (TASK_COMM_LEN 16); a host name is compared on that prefix.

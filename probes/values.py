@@ -1,9 +1,13 @@
-"""Provides the value readers every npu-smi parser shares: placeholders, integers, decimals."""
+"""Provides the value readers every npu-smi parser shares (placeholders, integers, decimals) and
+the kernel's PID range."""
 
 from __future__ import annotations
 
 import re
 from typing import Optional
+
+#: The kernel's largest PID (PID_MAX_LIMIT, 2**22 on 64-bit): a PID outside 1..this is not one.
+PID_MAX = 4_194_304
 
 #: What npu-smi prints where it has no value (DESIGN §2.2: placeholders become None), compared
 #: without case: ``NA`` (310P power, 044), ``-`` (A3 chip 1 power, 007), ``N/A``, ``Failed``,

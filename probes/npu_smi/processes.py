@@ -12,10 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 from npuwatch.model import NpuProcess
 from npuwatch.probes.npu_smi.rows import Row, header_cell
-from npuwatch.probes.values import to_int
-
-#: The kernel's largest PID (PID_MAX_LIMIT, 2**22 on 64-bit): a PID outside 1..this is not one.
-PID_MAX = 4_194_304
+from npuwatch.probes.values import PID_MAX, to_int
 
 NO_PROCESS_RE = re.compile(r"No running processes found(?:\s+in\s+NPU\s+(\d+))?", re.IGNORECASE)
 

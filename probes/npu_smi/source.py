@@ -22,7 +22,6 @@ from npuwatch.probes.npu_smi import (
     NpuSmiOutput,
     classify,
 )
-from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.runner import RunResult
 
 if TYPE_CHECKING:
@@ -87,6 +86,8 @@ class NpuSmiSource:
             self.last_call = exc.failure
             return SourceReading(None, exc.failure.to_source_failure(), time.monotonic() - started)
         self.last_call = output
+        from npuwatch.probes.npu_smi.table import parse_info  # not imported until npu-smi is read
+
         table = parse_info(output.text)
         if table.empty:
             # No table at all (junk, a truncated header): a failed read, so the chips PCI shows stay.
@@ -264,4 +265,6 @@ class CaptureSource:
         explained = classify(RunResult(("npu-smi", "info"), 0, text, "", 0.0))
         if explained is not None:
             return SourceReading(None, explained.to_source_failure(), time.monotonic() - started)
+        from npuwatch.probes.npu_smi.table import parse_info
+
         return SourceReading(parse_info(text).to_reading(), None, time.monotonic() - started)
