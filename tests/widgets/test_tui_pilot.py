@@ -364,6 +364,21 @@ def test_typing_key_letters_into_the_filter_does_not_trigger_their_keys():
     drive(FakeSampler([B910]), scenario)
 
 
+def test_the_chip_area_has_the_focus_as_soon_as_its_first_chips_are_shown():
+    # Given with the chips, not after the next refresh: Enter pressed the moment the chips appear
+    # opens the first one (it was lost now and then in a real terminal).
+    sampler = HungSampler([A3], answer=0)  # the app's own first sample never comes
+
+    async def scenario(app: NpuwatchApp, pilot: Pilot) -> None:
+        assert await wait_for(pilot, sampler.hung.is_set)
+        assert app.focused is None
+        app.show(A3)
+        assert app.focused is app.query_one(ChipGrid)
+        sampler.release.set()
+
+    drive(sampler, scenario, first_sample=False)
+
+
 def test_enter_on_a_focused_card_opens_its_detail_and_escape_goes_back():
     sampler = FakeSampler([A3])
 

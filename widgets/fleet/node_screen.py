@@ -176,7 +176,7 @@ class NodeScreen(Screen[None]):
             self._apply_layout(self._terminal or self.app.size)
             self.call_after_refresh(lambda: self._apply_layout(self._terminal or self.app.size))
             if groups:
-                self.call_after_refresh(grid.focus)
+                self.set_focus(grid, scroll_visible=False)  # now: a key as the chips appear reaches them
         if snapshot is not None and grid.show(groups, judge_snapshot(snapshot)):
             self._apply_layout(self._terminal or self.app.size)
 

@@ -222,7 +222,8 @@ class NpuwatchApp(LiveApp):
             self._apply_layout(self._terminal or self.size)
             self.call_after_refresh(lambda: self._apply_layout(self._terminal or self.size))
             if self.focused is None and groups:  # Enter opens the first chip until the user moves
-                self.call_after_refresh(grid.focus)
+                # Now, not after the next refresh: a key pressed as the chips appear reaches them.
+                grid.screen.set_focus(grid, scroll_visible=False)
         # The judge's verdicts colour the cards.  A card's height can change with its chip's state
         # (a problem line under its metrics): the layout is chosen again only then.
         if grid.show(groups, judge_snapshot(snapshot)) and grid.shapes() != self._shapes:
