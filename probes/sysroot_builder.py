@@ -525,13 +525,12 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 def _create(name: str) -> int:
     """A new file at ``name`` open for writing, replacing a file or link there and making its
     folders when they are missing."""
-    for _ in range(3):
-        try:
-            return os.open(name, _NEW_FILE, 0o600)
-        except FileExistsError:
-            os.unlink(name)  # a directory there raises, as writing into it would
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(name), exist_ok=True)
+    try:
+        return os.open(name, _NEW_FILE, 0o600)
+    except FileExistsError:
+        os.unlink(name)  # a directory there raises, as writing into it would
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(name), exist_ok=True)
     return os.open(name, _NEW_FILE, 0o600)
 
 

@@ -368,12 +368,12 @@ class NpuwatchApp(LiveApp):
 
     def help_keys(self) -> List[Tuple[str, str]]:
         """(key, what it does) for the help screen: each binding's tooltip, so the two never disagree."""
+        from npuwatch.widgets.tui.help_screen import OTHER_KEYS
+
         keys: List[Tuple[str, str]] = []
         replay_keys: List[Tuple[str, str]] = []
         for binding, shown in self.binding_help():
             (replay_keys if binding.action.startswith(("seek", "speed")) else keys).append(shown)
-        from npuwatch.widgets.tui.help_screen import OTHER_KEYS
-
         return [*keys, *OTHER_KEYS, *replay_keys]
 
     def action_pause(self) -> None:

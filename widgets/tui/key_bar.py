@@ -1,8 +1,8 @@
 """Provides KeyBar: the key hints at the bottom of every npuwatch screen, drawn as one line.
 
 Textual's ``Footer`` builds a widget per key (ten on the dashboard), each styled by the CSS
-engine, and builds them again after the first frame: about 30 ms of CPU before the dashboard's
-first full screen, a twelfth of it (measured side by side in a terminal, 8 starts each).  The
+engine, and builds them again after the first frame: 20–35 ms of CPU before the dashboard's
+first full screen (measured side by side in a terminal), a tenth of its Python calls.  The
 key bar draws the same hints (the screen's shown bindings, one key per action, disabled ones
 dim, the command palette's key on the right) as one line through ``TextLines``; a click on a key
 presses it, hovering shows its tooltip, and the line is redrawn when the bindings change.
@@ -120,23 +120,21 @@ class KeyBar(TextLines):
         self.hints = hints
         return [text]
 
-    def hint_at(self, x: int) -> Optional[int]:
-        """The index of the hint drawn at cell ``x``, if any."""
-        return next((i for i, hint in enumerate(self.hints) if hint.start <= x < hint.end), None)
+    def hint_at(self, x: int) -> Optional[KeyHint]:
+        """The hint drawn at cell ``x``, if any."""
+        return next((hint for hint in self.hints if hint.start <= x < hint.end), None)
 
     def on_mouse_down(self, event: events.MouseDown) -> None:
-        index = self.hint_at(event.x)
-        if index is None:
+        hint = self.hint_at(event.x)
+        if hint is None:
             return
-        hint = self.hints[index]
         if hint.enabled:
             self.app.simulate_key(hint.key)
         else:
             self.app.bell()
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        index = self.hint_at(event.x)
-        self._set_hover(None if index is None else self.hints[index])
+        self._set_hover(self.hint_at(event.x))
 
     def on_leave(self, event: events.Leave) -> None:
         self._set_hover(None)
