@@ -1,35 +1,85 @@
-"""Provides FallbackSource: the ``auto`` backend — DCMI first, npu-smi when DCMI keeps failing.
+"""Provides FallbackSource: the ``auto`` backend — DCMI first, npu-smi when DCMI fails, hangs or lists too few.
 
-The policy (issue 16, DESIGN §2.1 ``--backend``):
+The policy (issues 16 and 27, DESIGN §2.1 ``--backend`` and ``--timeout``):
 
-- ``auto`` reads through the primary source (DCMI, in-process) while it works.  A tick it fails
-  is read through the fallback (npu-smi) at once, so the view never has a hole; after
-  ``SWITCH_AFTER_FAILURES`` failed ticks in a row the fallback becomes the source, and the
-  primary is tried again at most once every ``RETRY_PRIMARY_S``.  A good primary read switches
-  back.  Each reading says why it came from the fallback (``SourceReading.note``: the
-  snapshot's ``backend_note``).
+- ``auto`` reads through the primary source (DCMI, in-process) while it works.  Each primary
+  read runs on a thread of its own: a tick waits for it at most ``hedge_s``, then reads the
+  fallback (npu-smi) beside it, so a hung driver library never costs a tick more than
+  ``hedge_s`` on top of npu-smi's own timeout — one budget for the whole read, whichever source
+  hangs.  A primary that answers while the fallback runs still wins (it reads more metrics).
+- A primary still running when the fallback has answered is hung: the fallback becomes the
+  source at once, and the primary is tried again **in the background** (its own thread, at most
+  once every ``RETRY_PRIMARY_S``), never on a tick's time.  A good background read switches back.
+- A tick the primary fails (an error, not a hang) is read through the fallback at once, so the
+  view never has a hole; after ``SWITCH_AFTER_FAILURES`` failed ticks in a row the fallback
+  becomes the source.
+- A primary that lists fewer chips than the machine has (``expected_chips``: PCI sysfs and
+  ``/dev``) — 0 chips from a broken enumeration, a card the library skips — is a failed tick too
+  when the fallback lists more: that tick is the fallback's.  When the fallback lists no more, the
+  primary's reading stands (the sampler and ``check`` then say chips are missing) and the
+  fallback is not asked again for ``RETRY_PRIMARY_S``.
 - An explicit choice never switches (``switching=False``): a failed DCMI tick is a failed tick.
 - On-demand details (the detail screen's ``npu-smi info -t …`` blocks) always come from the
   source that provides them: DCMI has no equivalent.
 
-Nothing here names a backend's internals: both sides are ``ChipSource``s.
+Each reading says why it came from the fallback (``SourceReading.note``: the snapshot's
+``backend_note``).  Nothing here names a backend's internals: both sides are ``ChipSource``s.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Optional
 
-from npuwatch.chip_source import ChipSource, SourceReading, close_source
+from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, close_source
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
+    from npuwatch.machine_chips import MachineChips
 
 #: Failed primary ticks in a row before the fallback becomes the source.
 SWITCH_AFTER_FAILURES = 3
-#: How often, at most, a fallen-back source tries the primary again.
+#: How often, at most, a fallen-back source tries the primary again (in the background).
 RETRY_PRIMARY_S = 60.0
+#: How long a tick waits for the primary before it reads the fallback beside it, at most.
+HEDGE_MAX_S = 1.0
+
+
+def hedge_for(timeout_s: float) -> float:
+    """How long a tick waits for the primary before starting the fallback, for a ``--timeout``:
+    a quarter of it, at most ``HEDGE_MAX_S`` — so a read with both sources hung ends within the
+    timeout plus a second, and a healthy primary (milliseconds a tick) never starts the fallback."""
+    return max(0.0, min(HEDGE_MAX_S, timeout_s / 4.0))
+
+
+class _Attempt:
+    """One primary read, running on a daemon thread of its own."""
+
+    def __init__(self, source: ChipSource, started_at: float) -> None:
+        self.started_at = started_at
+        self.outcome: Optional[SourceReading] = None
+        self._done = threading.Event()
+        self._source = source
+        threading.Thread(target=self._run, name="npuwatch-primary-read", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.outcome = self._source.read()
+        except Exception as exc:  # a source never raises for the environment: a bug, kept as a failure
+            failure = SourceFailure("error", f"{type(exc).__name__}: {exc}", "run with --verbose")
+            self.outcome = SourceReading(None, failure, 0.0)
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout_s: Optional[float]) -> bool:
+        """Whether the read ended within ``timeout_s`` (``None``: wait for it)."""
+        return self._done.wait(timeout_s)
 
 
 class FallbackSource:
@@ -37,7 +87,10 @@ class FallbackSource:
 
     ``probe_name`` and ``label`` are those of the source that produced the last reading, so the
     snapshot names the backend that read it.  ``details`` answers ``chip_details`` (default: the
-    fallback); ``close()`` closes both sides that can be closed.
+    fallback); ``close()`` closes both sides that can be closed.  ``hedge_s``: how long a tick
+    waits on the primary before reading the fallback beside it (``hedge_for(timeout)``).
+    ``expected_chips``: the chips the machine has (``machine_chips.MachineChipsWatch``), to
+    catch a primary that lists too few; ``None``: not checked.
     """
 
     provides_processes = True
@@ -50,17 +103,23 @@ class FallbackSource:
         switching: bool = True,
         details: Optional[ChipSource] = None,
         clock: Callable[[], float] = time.monotonic,
+        hedge_s: float = HEDGE_MAX_S,
+        expected_chips: Optional[Callable[[], Optional[MachineChips]]] = None,
     ) -> None:
         self.primary = primary
         self.fallback = fallback
         self.switching = switching and fallback is not None
         self.details = details if details is not None else fallback
+        self.hedge_s = hedge_s
+        self.expected_chips = expected_chips
         self._clock = clock
         self._active: ChipSource = primary  # the source the policy reads next
         self._produced: ChipSource = primary  # the source that read the last reading
         self._failures = 0
         self._tried_at: Optional[float] = None
         self._note: Optional[str] = None
+        self._attempt: Optional[_Attempt] = None  # a primary read still running (hung, or a retry)
+        self._short_since: Optional[float] = None  # both sources listed too few chips: since when
 
     @property
     def probe_name(self) -> str:
@@ -80,20 +139,24 @@ class FallbackSource:
 
     @property
     def on_fallback(self) -> bool:
-        """True while the fallback is the source (after ``SWITCH_AFTER_FAILURES`` failed ticks)."""
+        """True while the fallback is the source (after a hang, or ``SWITCH_AFTER_FAILURES`` failures)."""
         return self._active is not self.primary
 
+    @property
+    def primary_busy(self) -> bool:
+        """True while a primary read runs in the background (a hung call, or a retry)."""
+        return self._attempt is not None and not self._attempt.done
+
     def read(self) -> SourceReading:
-        if self._active is self.primary:
+        if not self.switching:
+            self._produced = self.primary
+            return self.primary.read()
+        self._take_finished_attempt()
+        if self._active is self.primary and self._attempt is None:
             return self._read_primary()
-        now = self._clock()
-        if self._tried_at is None or now - self._tried_at >= RETRY_PRIMARY_S:
-            self._tried_at = now
-            outcome = self.primary.read()
-            if outcome.failure is None:
-                self._back_to_primary()
-                return outcome
-            self._note = self._why(outcome, SWITCH_AFTER_FAILURES)
+        if self._attempt is None and self._retry_due():
+            self._tried_at = self._clock()
+            self._attempt = _Attempt(self.primary, self._tried_at)  # in the background: not waited for
         return self._from_fallback()
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
@@ -102,26 +165,115 @@ class FallbackSource:
         return self.details.chip_details(npu_id, chip_id)
 
     def close(self) -> None:
-        """Close both sources (the DCMI worker process); safe to call twice."""
+        """Close both sources (the DCMI worker process, killed even mid-call); safe to call twice."""
         sides = {id(side): side for side in (self.primary, self.fallback, self.details) if side is not None}
         for source in sides.values():
             close_source(source)
 
+    # the primary --------------------------------------------------------------------------------
+
     def _read_primary(self) -> SourceReading:
+        attempt = _Attempt(self.primary, self._clock())
+        if not attempt.wait(self.hedge_s):
+            return self._beside_slow_primary(attempt)
+        assert attempt.outcome is not None
+        return self._primary_answered(attempt.outcome)
+
+    def _primary_answered(self, outcome: SourceReading) -> SourceReading:
+        if outcome.failure is not None:
+            return self._primary_failed(outcome, self._why(outcome, self._failures + 1))
+        short = self._too_few(outcome)
+        if short is not None:
+            return self._primary_short(outcome, short)
         self._produced = self.primary
-        outcome = self.primary.read()
-        if outcome.failure is None:
-            self._failures = 0
-            return outcome
-        self._failures += 1
-        fallback = self.fallback
-        if not self.switching or fallback is None:
-            return outcome
-        self._note = self._why(outcome, self._failures)
-        if self._failures >= SWITCH_AFTER_FAILURES:
-            self._active = fallback
-            self._tried_at = self._clock()
+        self._failures = 0
+        self._note = None
+        return outcome
+
+    def _beside_slow_primary(self, attempt: _Attempt) -> SourceReading:
+        """The primary has not answered within ``hedge_s``: read the fallback now; the primary's
+        answer, if it comes meanwhile, still wins; if not, it is hung and the fallback takes over."""
+        assert self.fallback is not None
+        fallback = self.fallback.read()
+        if attempt.done:
+            assert attempt.outcome is not None
+            outcome = attempt.outcome
+            if outcome.failure is None and self._too_few(outcome) is None:
+                return self._primary_answered(outcome)
+            if outcome.failure is not None:
+                self._count_failure(self._why(outcome, self._failures + 1))
+            self._produced = self.fallback
+            return replace(fallback, note=self._note)
+        waited_s = self._clock() - attempt.started_at
+        name, other = self.primary.probe_name, self.fallback.probe_name
+        self._note = (
+            f"{name} has not answered for {waited_s:.1f} s (a hung call): reading through {other}; "
+            f"{name} is tried again in the background"
+        )
+        self._attempt = attempt  # still running: its end is taken by a later tick
+        self._switch()
+        self._produced = self.fallback
+        return replace(fallback, note=self._note)
+
+    def _primary_failed(self, outcome: SourceReading, why: str) -> SourceReading:
+        self._produced = self.primary
+        self._count_failure(why)
         return self._from_fallback()
+
+    def _primary_short(self, outcome: SourceReading, short: str) -> SourceReading:
+        """The primary listed fewer chips than the machine has: the fallback's reading when it lists
+        more; the primary's otherwise (and the fallback rests for ``RETRY_PRIMARY_S``)."""
+        assert self.fallback is not None and outcome.reading is not None
+        now = self._clock()
+        if self._short_since is not None and now - self._short_since < RETRY_PRIMARY_S:
+            self._produced = self.primary
+            return outcome
+        fallback = self.fallback.read()
+        listed = len({chip.identity.key for chip in outcome.reading.chips})
+        if fallback.reading is not None and len({c.identity.key for c in fallback.reading.chips}) > listed:
+            self._short_since = None
+            self._count_failure(self._why_short(short))
+            self._produced = self.fallback
+            return replace(fallback, note=self._note)
+        self._short_since = now  # the fallback sees no more: the primary's reading stands
+        self._produced = self.primary
+        self._failures = 0
+        self._note = None
+        return outcome
+
+    def _count_failure(self, why: str) -> None:
+        self._failures += 1
+        self._note = why
+        if self._failures >= SWITCH_AFTER_FAILURES:
+            self._switch()
+
+    def _switch(self) -> None:
+        assert self.fallback is not None
+        self._active = self.fallback
+        self._tried_at = self._clock()
+
+    def _retry_due(self) -> bool:
+        return self._tried_at is None or self._clock() - self._tried_at >= RETRY_PRIMARY_S
+
+    def _take_finished_attempt(self) -> None:
+        """A background primary read that has ended: a good one puts the primary back in charge
+        (this tick reads it afresh); a failed one leaves the fallback in charge, with its reason."""
+        attempt = self._attempt
+        if attempt is None or not attempt.done:
+            return
+        self._attempt = None
+        outcome = attempt.outcome
+        assert outcome is not None
+        if outcome.failure is None and self._too_few(outcome) is None:
+            self._active = self.primary
+            self._failures = 0
+            self._note = None
+            return
+        if outcome.failure is not None:
+            self._note = self._why(outcome, max(self._failures, SWITCH_AFTER_FAILURES))
+        self._switch()  # the next retry is a minute after this one ended, not after it began
+
+    # the fallback -------------------------------------------------------------------------------
 
     def _from_fallback(self) -> SourceReading:
         assert self.fallback is not None
@@ -129,10 +281,33 @@ class FallbackSource:
         outcome = self.fallback.read()
         return replace(outcome, note=self._note)
 
-    def _back_to_primary(self) -> None:
-        self._active = self._produced = self.primary
-        self._failures = 0
-        self._note = None
+    # what the notes say -------------------------------------------------------------------------
+
+    def _too_few(self, outcome: SourceReading) -> Optional[str]:
+        """``lists 0 of 8 chips (8 Ascend PCI functions, 8 /dev/davinciN)`` when the reading lists
+        fewer chips than the machine has; ``None`` when it lists them all or nothing says how many."""
+        if self.expected_chips is None or outcome.reading is None:
+            return None
+        try:
+            machine = self.expected_chips()
+        except Exception:  # sysfs unreadable: nothing to compare with, the sampler reports it
+            return None
+        if machine is None or machine.count <= 0:
+            return None
+        listed = len({chip.identity.key for chip in outcome.reading.chips})
+        if listed >= machine.count:
+            return None
+        return f"lists {listed} of {machine.count} chips ({', '.join(machine.evidence)})"
+
+    def _why_short(self, short: str) -> str:
+        name = self.primary.probe_name
+        other = self.fallback.probe_name if self.fallback is not None else "the fallback"
+        if self._failures + 1 < SWITCH_AFTER_FAILURES:
+            return f"{name} {short}: this tick read through {other}"
+        return (
+            f"{name} {short} {self._failures + 1} ticks in a row: reading through {other}; "
+            f"{name} is tried again at most once a minute"
+        )
 
     def _why(self, outcome: SourceReading, failures: int) -> str:
         """``dcmi failed 3 ticks in a row (…): reading through npu-smi; dcmi is tried again at most

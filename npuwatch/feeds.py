@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 BACKENDS: Tuple[str, ...] = ("auto", "dcmi", "npu-smi")
 DEFAULT_BACKEND = "auto"
 
+#: How much longer than one read (``--timeout``) DCMI's worker may take to give its first answer
+#: (a fresh interpreter, the library's load, ``dcmi_init``): inside the one budget of a command.
+WORKER_START_GRACE_S = 1.0
 #: When neither the option nor ``NPUWATCH_INTERVAL`` says otherwise.
 DEFAULT_INTERVAL_S = 1.0
 
@@ -323,11 +326,12 @@ class MachineHandle:
         """Where chip data comes from: ``npu-smi`` or ``demo:<scenario>``."""
         return "npu-smi" if self.scenario is None else f"demo:{self.scenario}"
 
-    def npu_smi(self, timeout_s: float) -> NpuSmi:
-        """The machine's npu-smi runner (one that explains "not found" when there is none)."""
+    def npu_smi(self, timeout_s: float, deadline: Optional[float] = None) -> NpuSmi:
+        """The machine's npu-smi runner (one that explains "not found" when there is none);
+        ``deadline`` (``time.monotonic()``): a one-shot's end, no call runs past it."""
         from npuwatch.probes.npu_smi import NpuSmi
 
-        return NpuSmi(self.npu_smi_path, timeout_s=timeout_s)
+        return NpuSmi(self.npu_smi_path, timeout_s=timeout_s, deadline=deadline)
 
     def close(self) -> None:
         """Remove a demo's simulated machine; nothing for a real one."""
@@ -459,18 +463,23 @@ def chip_source(
 ) -> ChipSource:
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
-    ``timeout_s`` limits one npu-smi call and one DCMI read (DESIGN §2.1 ``--timeout``).  DCMI's
-    worker process starts first, before anything else is imported, so it loads, initialises and
-    enumerates while the rest is wired and its first reading is ready by the first tick.
-    ``npu_smi``: the npu-smi side to use (``npuwatch check`` reads it its own way); default, the
-    sampler's.
+    ``timeout_s`` is one read's budget (DESIGN §2.1 ``--timeout``): one npu-smi call, one DCMI
+    read (its worker's start gets ``WORKER_START_GRACE_S`` more), and under ``auto`` both together
+    (``FallbackSource`` reads npu-smi beside a DCMI read that has not answered within
+    ``hedge_for(timeout_s)``), so a read ends within the timeout plus about a second whichever
+    source hangs.  DCMI's worker process starts first, before anything else is imported, so it
+    loads, initialises and enumerates while the rest is wired and its first reading is ready by
+    the first tick.  ``npu_smi``: the npu-smi side to use (``npuwatch check`` reads it its own
+    way); default, the sampler's.
     """
     worker = None
     if backend != "npu-smi":
         from npuwatch.probes.dcmi.worker import start_worker
 
         root = str(machine.sysroot.root)
-        worker = start_worker(machine.dcmi_library, root, timeout_s, machine.environ)
+        worker = start_worker(
+            machine.dcmi_library, root, timeout_s, machine.environ, start_grace_s=WORKER_START_GRACE_S
+        )
     try:
         if npu_smi is None:
             from npuwatch.probes.npu_smi.source import NpuSmiSource
@@ -478,11 +487,19 @@ def chip_source(
             npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
         if worker is None:
             return npu_smi
-        from npuwatch.fallback_source import FallbackSource
+        from npuwatch.fallback_source import FallbackSource, hedge_for
+        from npuwatch.machine_chips import MachineChipsWatch
         from npuwatch.probes.dcmi.source import DcmiSource
 
         dcmi = DcmiSource(worker, label="dcmi" if machine.scenario is None else machine.label)
-        return FallbackSource(dcmi, npu_smi, switching=backend == "auto", details=npu_smi)
+        return FallbackSource(
+            dcmi,
+            npu_smi,
+            switching=backend == "auto",
+            details=npu_smi,
+            hedge_s=hedge_for(timeout_s),
+            expected_chips=MachineChipsWatch(machine.sysroot),
+        )
     except BaseException:
         if worker is not None:
             worker.close()

@@ -94,7 +94,7 @@ def check_health(
         chips = judge_chips(chosen, max_temp_c, processes=reading.processes)
         problems.extend(chip_problems(reading.chips, chips, devices, reading.warnings, backend))
         if sysroot is not None and nodes is not None and devices is None:
-            unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips)
+            unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips, backend)
             problems[:0] = [unlisted] if unlisted is not None else []
     if nodes is not None:
         socs = {c.name or "" for c in chips}

@@ -4,8 +4,10 @@ chip source that lists fewer (a table cut short, chips the driver lost) is caugh
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from npuwatch.model import ChipSample
 from npuwatch.probes.devices import DevNodes, scan_dev
@@ -65,9 +67,12 @@ def read_machine_chips(sysroot: Sysroot, nodes: Optional[DevNodes] = None) -> Ma
     return machine_chips(inventory, scan_dev(sysroot) if nodes is None else nodes, in_container)
 
 
-def unreported_chips(machine: MachineChips, listed: Sequence[ChipSample]) -> Optional[Problem]:
-    """The problem when npu-smi lists fewer chips than ``machine`` has (a table cut short, lost
-    chips); ``None`` when it lists them all, or none (``chip_problems`` says that)."""
+def unreported_chips(
+    machine: MachineChips, listed: Sequence[ChipSample], source: str = "npu-smi"
+) -> Optional[Problem]:
+    """The problem when the chip source (``source``: its probe name) lists fewer chips than
+    ``machine`` has (a table cut short, lost chips); ``None`` when it lists them all, or none
+    (``chip_problems`` says that)."""
     keys = {chip.identity.key for chip in listed}
     if not keys or len(keys) >= machine.count:
         return None
@@ -77,7 +82,29 @@ def unreported_chips(machine: MachineChips, listed: Sequence[ChipSample]) -> Opt
     where = f"not listed: {named}; " if named else ""
     return Problem(
         Reason.CHIP_MISSING,
-        f"npu-smi lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
-        f"{where}a table cut short or chips the driver lost: run `npu-smi info` by hand, check "
+        f"{source} lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
+        f"{where}a listing cut short or chips the driver lost: run `npu-smi info` by hand, check "
         "`dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )
+
+
+class MachineChipsWatch:
+    """``read_machine_chips`` for one sysroot, read again at most every ``refresh_s``: what a chip
+    source's listing is held against each tick (``FallbackSource.expected_chips``) without a
+    sysfs scan per tick.  Call it for the current ``MachineChips``; thread-safe."""
+
+    def __init__(
+        self, sysroot: Sysroot, refresh_s: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.sysroot = sysroot
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._known: Optional[Tuple[MachineChips, float]] = None
+
+    def __call__(self) -> MachineChips:
+        with self._lock:
+            now = self._clock()
+            if self._known is None or now - self._known[1] >= self.refresh_s:
+                self._known = (read_machine_chips(self.sysroot), now)
+            return self._known[0]

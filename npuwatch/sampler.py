@@ -21,7 +21,7 @@ from typing import (
     TypeVar,
 )
 
-from npuwatch.chip_source import ChipSource, SourceReading
+from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.judge.workload import WorkloadJudge
@@ -142,6 +142,7 @@ class Sampler:
         inventory = self._inventory(mono, pci_reports)
         outcome = self.source.read()
         source_name = self.source.probe_name  # after the read: ``auto`` names the backend that read
+        outcome = _empty_is_a_failure(outcome, self._has, source_name)
         self._tracker.source_name = source_name
         probes = [_source_report(source_name, outcome), *pci_reports]
         resolved = self._tracker.resolve(outcome, mono, inventory)
@@ -225,7 +226,7 @@ class Sampler:
         has = self._has
         if has is None or outcome.reading is None or self.devices is not None:
             return ()
-        problem = unreported_chips(has, outcome.reading.chips)
+        problem = unreported_chips(has, outcome.reading.chips, self.source.probe_name)
         if problem is None:
             return ()
         probes.append(ProbeReport("chips", MetricStatus.ERROR, None, problem.message, found=has.count))
@@ -254,6 +255,23 @@ class Sampler:
         if reading is None:
             return installed
         return _merged_versions(installed, reading.versions)
+
+
+def _empty_is_a_failure(
+    outcome: SourceReading, has: Optional[MachineChips], source_name: str
+) -> SourceReading:
+    """A reading that lists no chip on a machine that has some (a library whose enumeration
+    answers 0, a negative or an all-0xFF count) is a failed read: the chips sysfs shows stay, each
+    with the reason, and the source's report is an error (``npuwatch_up`` 0, ``/healthz`` 503)."""
+    reading = outcome.reading
+    if reading is None or reading.chips or has is None or has.count <= 0:
+        return outcome
+    failure = SourceFailure(
+        "no-chips",
+        f"{source_name} lists no chip; the machine has {has.count} ({', '.join(has.evidence)})",
+        "run `npu-smi info` by hand, check `dmesg | grep -i devdrv`, then `npuwatch doctor`",
+    )
+    return replace(outcome, reading=None, failure=failure)
 
 
 def _plausible_chips(chips: Iterable[ChipSample]) -> Tuple[List[ChipSample], Tuple[str, ...]]:

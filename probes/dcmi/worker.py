@@ -482,6 +482,7 @@ def start_worker(
     root: str = "/",
     timeout_s: Optional[float] = None,
     environ: Optional[Mapping[str, str]] = None,
+    start_grace_s: float = START_GRACE_S,
 ) -> Worker:
     """A ``Worker`` started now: it loads the library, initialises and enumerates while the caller
     does other things (this module imports little, so it can be the first thing a feed does).
@@ -489,12 +490,15 @@ def start_worker(
     ``library``: the path (or ``python:<module>``) to load; ``None``: ``NPUWATCH_DCMI_LIB`` (in
     ``environ``, then the process's), else the search path under ``root``.  ``timeout_s``: one
     read's limit (``None``: ``DEFAULT_TIMEOUT_S``).  ``environ`` is added to the worker's
-    environment (a demo's fake library reads its variables there).
+    environment (a demo's fake library reads its variables there).  ``start_grace_s``: how much
+    longer than one read the first answer (the interpreter's start, the library's load and
+    ``dcmi_init``) may take.
     """
     env = dict(environ or {})
     if library is None:
         library = env.get(LIBRARY_VARIABLE) or os.environ.get(LIBRARY_VARIABLE) or None
-    worker = Worker(library, root, DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s, env)
+    limit_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    worker = Worker(library, root, limit_s, env, start_grace_s=start_grace_s)
     worker.start()
     return worker
 

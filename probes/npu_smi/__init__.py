@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -294,17 +295,25 @@ def _explicit_npu_smi(given: str) -> Path:
 class NpuSmi:
     """Runs npu-smi sub-commands with a timeout and returns their text or an explained failure."""
 
-    def __init__(self, path: Optional[Path], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, path: Optional[Path], timeout_s: float = DEFAULT_TIMEOUT_S, deadline: Optional[float] = None
+    ) -> None:
         self.path = path
         self.timeout_s = timeout_s
+        #: A one-shot command's end (``time.monotonic()``): no call runs past it, whatever its
+        #: own timeout (``npuwatch check`` ends within its budget however many calls it makes).
+        self.deadline = deadline
 
     def call(self, args: Sequence[str]) -> NpuSmiOutput:
         """Run ``npu-smi <args>``; raise ``NpuSmiError`` with the explained failure."""
         if self.path is None:
             raise NpuSmiError(NpuSmiFailure(FailureKind.NOT_FOUND, "npu-smi was not found", _NOT_FOUND_HINT))
         argv = (str(self.path), *args)
+        timeout_s = self.timeout_s
+        if self.deadline is not None:
+            timeout_s = max(0.05, min(timeout_s, self.deadline - time.monotonic()))
         try:
-            result = run(argv, self.timeout_s, env=_child_env())
+            result = run(argv, timeout_s, env=_child_env())
         except LaunchError as exc:
             raise NpuSmiError(_launch_failure(exc)) from exc
         failure = classify(result)

@@ -132,7 +132,7 @@ class NpuSmiSource:
                 left_s = min(npu_smi.timeout_s, deadline - time.monotonic())
                 if left_s <= _MIN_QUERY_S:
                     break
-                npu_smi = NpuSmi(npu_smi.path, timeout_s=left_s)
+                npu_smi = NpuSmi(npu_smi.path, timeout_s=left_s, deadline=npu_smi.deadline)
             errors, failure = ask_chip_errors(npu_smi, *key)
             self._errors[key] = (chip.health, now, errors)
             if failure is not None and deadline is not None:

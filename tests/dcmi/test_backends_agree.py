@@ -134,11 +134,11 @@ def test_a_hanging_library_falls_back_to_npu_smi_within_its_timeout_and_leaves_n
         first = feed.sample()
         took_s = time.monotonic() - started
         assert first.chip_source == "npu-smi" and len(first.chips) == 8
-        assert first.backend_note is not None and first.backend_note.startswith("dcmi failed (")
+        assert first.backend_note is not None and first.backend_note.startswith("dcmi has not answered for")
         assert "npu-smi" in first.backend_note
-        # Not a speed figure: a bound far above DCMI's deadline plus one npu-smi read (and the
-        # worker's start-up allowance), which a wait for the hung call itself would exceed.
-        assert took_s < 5.0 + timeout_s + 5.0
+        # The one budget of a read (issue 27): npu-smi starts beside the hung call after a hedge
+        # of at most a second and has its own timeout; nothing waits for DCMI's deadline.
+        assert took_s < timeout_s + 2.0
         assert all(chip.temperature_c is not None for chip in first.chips)
     assert _workers() == []
 
