@@ -12,7 +12,7 @@ from typing import Collection, Mapping, Optional, TextIO
 
 from npuwatch.chip_source import ChipSource, close_source
 from npuwatch.errors import UsageError, VariableError
-from npuwatch.feeds import FeedOptions, MachineHandle, open_machine
+from npuwatch.feeds import ONE_SHOT_GRACE_S, FeedOptions, MachineHandle, open_machine
 from npuwatch.health import check_health, check_source
 from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.sysroot import Sysroot
@@ -24,12 +24,6 @@ _MAX_TEMP_HELP = (
     "95 °C for the 910 family — 910A/910B/A3/950 — and 90 °C for the 310 family, where the "
     "dashboard turns it red)"
 )
-
-
-#: On top of ``--timeout``, the time a whole check may take (README: "within --timeout + 2 s"):
-#: the fallback's start beside a hung DCMI read (``fallback_source.hedge_for``), and the error
-#: codes of chips not OK, all inside it; the interpreter's start is the rest of the 2 s.
-CHECK_GRACE_S = 1.5
 
 
 class CheckUsageError(UsageError):
@@ -109,7 +103,7 @@ def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[st
                 "nothing to self-test"
             )
         absent = no_dcmi_library(machine) if backend == "auto" else None
-        deadline = started + timeout_s + CHECK_GRACE_S
+        deadline = started + timeout_s + ONE_SHOT_GRACE_S
         chips = live_source(machine, "npu-smi" if absent else backend, timeout_s, deadline)
         try:
             return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime, backend_note=absent)

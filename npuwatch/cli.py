@@ -8,11 +8,12 @@ import gc
 import importlib
 import os
 import sys
+import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
 from npuwatch.errors import UsageError
-from npuwatch.feeds import FeedOptions, scenario_listing, shared_options
+from npuwatch.feeds import ONE_SHOT_GRACE_S, FeedOptions, scenario_listing, shared_options
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.termination import raise_on_termination
 from npuwatch.text_safety import can_encode, guard_streams, inert
@@ -160,7 +161,10 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from npuwatch.feeds import open_feed
     from npuwatch.widgets.text import render_snapshot
 
-    with open_feed(FeedOptions.from_args(args)) as sampler:
+    options = FeedOptions.from_args(args)
+    # One budget for the command (README ``--timeout``): no npu-smi call runs past it.
+    deadline = time.monotonic() + options.timeout() + ONE_SHOT_GRACE_S
+    with open_feed(options, deadline=deadline) as sampler:
         snapshot = sampler.sample()
     if getattr(args, "json", False):
         print(snapshot_json.dumps(snapshot, ensure_ascii=not can_encode(sys.stdout)))

@@ -1,4 +1,4 @@
-"""Provides FallbackSource: the ``auto`` backend — DCMI first, npu-smi when DCMI fails, hangs or lists too few.
+"""Provides FallbackSource: the ``auto`` backend — DCMI first, npu-smi when DCMI fails, hangs or lists few.
 
 The policy (issues 16 and 27, DESIGN §2.1 ``--backend`` and ``--timeout``):
 

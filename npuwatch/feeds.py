@@ -57,6 +57,14 @@ DEFAULT_BACKEND = "auto"
 #: How much longer than one read (``--timeout``) DCMI's worker may take to give its first answer
 #: (a fresh interpreter, the library's load, ``dcmi_init``): inside the one budget of a command.
 WORKER_START_GRACE_S = 1.0
+#: On top of ``--timeout``, what a one-shot command (``check``, ``snapshot``) may take in all
+#: (README: "within --timeout + 2 s"): npu-smi's start beside a hung DCMI read
+#: (``fallback_source.hedge_for``) and the error codes of chips not OK, all inside it; the
+#: interpreter's start is the rest of the 2 s.
+ONE_SHOT_GRACE_S = 1.5
+#: The time a tick's ``npu-smi info -t health`` queries (the error codes of chips not OK) share:
+#: a driver that hangs on a broken chip's query must not hold a tick for a timeout per chip.
+ERROR_QUERIES_BUDGET_S = 2.0
 #: When neither the option nor ``NPUWATCH_INTERVAL`` says otherwise.
 DEFAULT_INTERVAL_S = 1.0
 
@@ -384,12 +392,15 @@ def open_feed(
     options: FeedOptions,
     environ: Optional[Mapping[str, str]] = None,
     pending: Optional[PendingSimulation] = None,
+    *,
+    deadline: Optional[float] = None,
 ) -> SnapshotFeed:
     """The SnapshotFeed ``options`` name: live, a demo, a replayed recording or a saved npu-smi text.
 
     Close it (or use it as a context manager): a demo's simulated machine lives until then.
     ``UsageError`` when the options contradict each other or name nothing usable.  ``pending``:
     the demo's machine already being built; the caller still closes it (a no-op once taken).
+    ``deadline`` (``time.monotonic()``): a one-shot's end (``snapshot``): no npu-smi call runs past it.
     """
     options.validate()
     interval_s = options.interval(environ)
@@ -399,7 +410,7 @@ def open_feed(
     backend = options.chip_backend(environ)
     machine = open_machine(options, environ, pending)
     try:
-        return _sampler(options, machine, interval_s, timeout_s, backend)
+        return _sampler(options, machine, interval_s, timeout_s, backend, deadline)
     except BaseException:
         machine.close()
         raise
@@ -417,7 +428,12 @@ def _replay_recording(options: FeedOptions) -> SnapshotFeed:
 
 
 def _sampler(
-    options: FeedOptions, machine: MachineHandle, interval_s: float, timeout_s: float, backend: str
+    options: FeedOptions,
+    machine: MachineHandle,
+    interval_s: float,
+    timeout_s: float,
+    backend: str,
+    deadline: Optional[float] = None,
 ) -> SnapshotFeed:
     if options.replay is not None:
         from npuwatch.probes.npu_smi.source import CaptureSource
@@ -428,7 +444,7 @@ def _sampler(
         except ValueError as exc:  # neither npu-smi text nor a recording
             raise UsageError(str(exc)) from None
         return Sampler(capture, machine.sysroot, None, interval_s=interval_s, devices=options.devices)
-    source = chip_source(machine, backend, timeout_s)  # first: DCMI's worker starts meanwhile
+    source = chip_source(machine, backend, timeout_s, deadline=deadline)  # first: DCMI's worker starts
     try:
         from npuwatch.sampler import Sampler
 
@@ -459,7 +475,12 @@ def _about(machine: MachineHandle, backend: str) -> str:
 
 
 def chip_source(
-    machine: MachineHandle, backend: str, timeout_s: float, npu_smi: Optional[ChipSource] = None
+    machine: MachineHandle,
+    backend: str,
+    timeout_s: float,
+    npu_smi: Optional[ChipSource] = None,
+    *,
+    deadline: Optional[float] = None,
 ) -> ChipSource:
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
@@ -470,7 +491,8 @@ def chip_source(
     source hangs.  DCMI's worker process starts first, before anything else is imported, so it
     loads, initialises and enumerates while the rest is wired and its first reading is ready by
     the first tick.  ``npu_smi``: the npu-smi side to use (``npuwatch check`` reads it its own
-    way); default, the sampler's.
+    way); default, the sampler's, whose error-code queries (chips not OK) share
+    ``ERROR_QUERIES_BUDGET_S`` a tick.  ``deadline``: a one-shot's end, no npu-smi call runs past it.
     """
     worker = None
     if backend != "npu-smi":
@@ -484,7 +506,11 @@ def chip_source(
         if npu_smi is None:
             from npuwatch.probes.npu_smi.source import NpuSmiSource
 
-            npu_smi = NpuSmiSource(machine.npu_smi(timeout_s), label=machine.label)
+            npu_smi = NpuSmiSource(
+                machine.npu_smi(timeout_s, deadline),
+                label=machine.label,
+                errors_budget_s=min(timeout_s, ERROR_QUERIES_BUDGET_S),
+            )
         if worker is None:
             return npu_smi
         from npuwatch.fallback_source import FallbackSource, hedge_for

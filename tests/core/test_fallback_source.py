@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.fallback_source import RETRY_PRIMARY_S, SWITCH_AFTER_FAILURES, FallbackSource
@@ -180,7 +180,7 @@ class _Hanging:
         return None
 
 
-def _timed(read: Callable[[], SourceReading]) -> "tuple[SourceReading, float]":
+def _timed(read: Callable[[], SourceReading]) -> Tuple[SourceReading, float]:
     began = time.monotonic()
     outcome = read()
     return outcome, time.monotonic() - began
@@ -218,7 +218,12 @@ def test_a_slow_primary_that_answers_while_the_fallback_runs_wins() -> None:
     npu_smi = _SlowFallback("npu-smi", [])
     source = FallbackSource(dcmi, npu_smi, hedge_s=0.05)
     outcome = source.read()
-    assert (_name(outcome), source.probe_name, outcome.note, source.on_fallback) == ("dcmi", "dcmi", None, False)
+    assert (_name(outcome), source.probe_name, outcome.note, source.on_fallback) == (
+        "dcmi",
+        "dcmi",
+        None,
+        False,
+    )
     assert npu_smi.reads == 1
 
 
