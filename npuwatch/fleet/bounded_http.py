@@ -114,13 +114,15 @@ def _read_capped(answer: Any, max_bytes: int) -> bytes:
     declared = answer.headers.get("Content-Length")
     if declared is not None and declared.strip().isdigit() and int(declared) > max_bytes:
         raise AnswerTooLargeError(max_bytes, int(declared))
-    body = bytearray()
+    chunks = []  # joined once at the end: a growing buffer would be copied as it grows
+    size = 0
     while True:
-        chunk = answer.read(min(CHUNK_BYTES, max_bytes + 1 - len(body)))
+        chunk = answer.read(min(CHUNK_BYTES, max_bytes + 1 - size))
         if not chunk:
-            return bytes(body)
-        body += chunk
-        if len(body) > max_bytes:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
             raise AnswerTooLargeError(max_bytes)
 
 
