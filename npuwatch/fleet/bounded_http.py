@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 #: Bytes read from the socket at a time.
 CHUNK_BYTES = 1 << 20
@@ -114,7 +114,7 @@ def _read_capped(answer: Any, max_bytes: int) -> bytes:
     declared = answer.headers.get("Content-Length")
     if declared is not None and declared.strip().isdigit() and int(declared) > max_bytes:
         raise AnswerTooLargeError(max_bytes, int(declared))
-    chunks = []  # joined once at the end: a growing buffer would be copied as it grows
+    chunks: List[bytes] = []  # joined once at the end: a growing buffer would be copied as it grows
     size = 0
     while True:
         chunk = answer.read(min(CHUNK_BYTES, max_bytes + 1 - size))
@@ -163,7 +163,7 @@ class _HTTPHandler(urllib.request.HTTPHandler):
         self._deadline = deadline
 
     def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        return self.do_open(functools.partial(_Connection, deadline=self._deadline), req)  # type: ignore[arg-type]
+        return self.do_open(functools.partial(_Connection, deadline=self._deadline), req)
 
 
 class _HTTPSHandler(urllib.request.HTTPSHandler):
@@ -174,7 +174,7 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
 
     def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
         making = functools.partial(_TLSConnection, deadline=self._deadline)
-        return self.do_open(making, req, context=self._tls)  # type: ignore[arg-type]
+        return self.do_open(making, req, context=self._tls)
 
 
 class _DeadlineMixin:
