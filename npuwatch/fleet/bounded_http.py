@@ -27,6 +27,9 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 #: Bytes read from the socket at a time.
 CHUNK_BYTES = 1 << 20
+#: How long past a deadline the threads that run requests are given to hand over what they read
+#: (their sockets gave up at the deadline; parsing what came in time takes a moment).
+HANDOVER_S = 0.5
 
 
 class DeadlineError(Exception):

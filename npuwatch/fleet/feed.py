@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from npuwatch.fleet import fleet_json
+from npuwatch.fleet.bounded_http import HANDOVER_S
 from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
 from npuwatch.fleet.prometheus import (
     AnswerTooLargeError,
@@ -47,9 +48,6 @@ from npuwatch.recording import RecordingError, RecordingWriter, read_documents
 
 #: Queries of one refresh run this many at a time.
 PARALLEL_QUERIES = 8
-#: How long past a refresh's deadline its queries' threads are given to hand over what they read
-#: (their sockets gave up at the deadline).
-GRACE_S = 0.5
 #: How far back a node's history reaches when a view opens it.
 HISTORY_SPAN_S = 900.0
 
@@ -138,7 +136,7 @@ class PrometheusSource:
         try:
             query = self.client.query
             futures = [(tag, pool.submit(query, expr, at, deadline)) for tag, expr in self._queries]
-            wait([f for _, f in futures], timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
+            wait([f for _, f in futures], timeout=max(0.0, deadline - time.monotonic()) + HANDOVER_S)
             samples: List[Tuple[str, Sample]] = []
             cut: List[Tuple[str, str]] = []
             late: List[str] = []

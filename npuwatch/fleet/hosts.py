@@ -38,8 +38,6 @@ CLOCK_TOLERANCE_S = 30.0
 DEFAULT_STALE_AFTER_S = 60.0
 #: Most nodes asked at the same time.
 MAX_PARALLEL = 64
-#: How long past a refresh's deadline the nodes' threads are given to hand over what they read.
-GRACE_S = 0.5
 
 
 def parse_hosts(text: str) -> Tuple[str, ...]:
@@ -226,7 +224,7 @@ class HostsSource:
         for thread in threads:
             thread.start()
         for thread in threads:  # each request gave up at the deadline: a moment to hand its answer over
-            thread.join(max(0.0, deadline + GRACE_S - time.monotonic()))
+            thread.join(max(0.0, deadline + bounded_http.HANDOVER_S - time.monotonic()))
         with lock:
             return dict(answers)
 

@@ -10,6 +10,7 @@ import json
 import re
 import select
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -107,9 +108,16 @@ class TrickleServer:
     ``prompt(request body)`` at once and ``trickled`` one byte a second until the client hangs up
     or the test ends."""
 
-    def __init__(self, prompt: Callable[[bytes], bytes], trickled: bytes, ports: int = 1) -> None:
+    def __init__(
+        self,
+        prompt: Callable[[bytes], bytes],
+        trickled: bytes,
+        ports: int = 1,
+        tls: Optional[ssl.SSLContext] = None,
+    ) -> None:
         self.prompt = prompt
         self.trickled = trickled
+        self.tls = tls
         self.stopping = threading.Event()
         self.listeners = []
         for _ in range(ports):
@@ -139,6 +147,8 @@ class TrickleServer:
         with conn:
             conn.settimeout(10)
             try:
+                if self.tls is not None:
+                    conn = self.tls.wrap_socket(conn, server_side=True)
                 asked = b""
                 while b"\r\n\r\n" not in asked:
                     chunk = conn.recv(65536)
@@ -168,8 +178,13 @@ class TrickleServer:
 def trickle() -> Iterator[Callable[..., TrickleServer]]:
     made: List[TrickleServer] = []
 
-    def start(prompt: Callable[[bytes], bytes], trickled: bytes, ports: int = 1) -> TrickleServer:
-        made.append(TrickleServer(prompt, trickled, ports))
+    def start(
+        prompt: Callable[[bytes], bytes],
+        trickled: bytes,
+        ports: int = 1,
+        tls: Optional[ssl.SSLContext] = None,
+    ) -> TrickleServer:
+        made.append(TrickleServer(prompt, trickled, ports, tls))
         return made[-1]
 
     yield start
@@ -241,6 +256,34 @@ def test_a_trickling_prometheus_ends_within_the_timeout(trickle, where: str):
         f"npuwatch fleet: Prometheus at http://{server.address} did not answer within {TIMEOUT_S:g} s "
         "(--timeout): no answer to the query time(), not waited for"
     )
+
+
+def test_a_trickling_tls_answer_ends_within_the_clients_timeout(trickle):
+    """The same over https (the deadline holds on a TLS socket too), through the client itself."""
+    from npuwatch.fleet.prometheus import Prometheus, QueryTimeoutError
+    from tests.fleet.test_bad_input import CERT, KEY
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(CERT, KEY)
+    body = vector([(CHIP, 1.0)]) + b" " * 100_000
+    server = trickle(lambda asked: http_head(body), body, tls=context)
+    client = Prometheus(f"https://{server.address}", timeout_s=TIMEOUT_S, ca_file=str(CERT))
+    raised: List[BaseException] = []
+
+    def ask() -> None:
+        try:
+            client.query("up")
+        except BaseException as exc:  # what the test looks at
+            raised.append(exc)
+
+    asking = threading.Thread(target=ask, daemon=True)  # a hang fails the test, not the run
+    started = time.monotonic()
+    asking.start()
+    asking.join(TIMEOUT_S + 10)
+    elapsed = time.monotonic() - started
+    assert elapsed < TIMEOUT_S + 2, f"{elapsed:.1f} s at a {TIMEOUT_S:g} s timeout"
+    assert len(raised) == 1 and isinstance(raised[0], QueryTimeoutError), raised
+    assert "did not answer within 3 s (--timeout)" in str(raised[0])
 
 
 def test_a_refresh_has_one_budget_and_names_the_queries_not_answered(trickle):
