@@ -93,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=seconds,
         metavar="S",
-        help=f"limit for one query or one node's answer (default {DEFAULT_TIMEOUT_S:g}; --hosts: 5)",
+        help=f"limit for one refresh, all its queries or nodes' answers (default {DEFAULT_TIMEOUT_S:g}; "
+        "--hosts: 5)",
     )
     timing.add_argument(
         "--stale-after",

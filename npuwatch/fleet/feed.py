@@ -24,8 +24,15 @@ from pathlib import Path
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from npuwatch.fleet import fleet_json
+from npuwatch.fleet.bounded_http import HANDOVER_S
 from npuwatch.fleet.model import FleetNode, FleetSnapshot, worst_first
-from npuwatch.fleet.prometheus import Prometheus, PrometheusError, QueryTimeoutError, Sample
+from npuwatch.fleet.prometheus import (
+    AnswerTooLargeError,
+    NoAnswerError,
+    Prometheus,
+    PrometheusError,
+    Sample,
+)
 from npuwatch.fleet.series import (
     DEFAULT_LOOKBACK_S,
     DEFAULT_STALE_AFTER_S,
@@ -85,45 +92,91 @@ class PrometheusSource:
         return f"prometheus:{self.client.url}"
 
     def read(self) -> FleetSnapshot:
-        """The fleet now; ``PrometheusError`` when Prometheus cannot say, ``EmptyFleetError`` when it
-        holds no NPU series."""
-        _, evaluated = self.client.query("time()")  # Prometheus' now: every query at the same instant
+        """The fleet now, within one ``timeout_s`` for the whole refresh; ``PrometheusError`` when
+        Prometheus cannot say (a query not answered by then names which), ``EmptyFleetError`` when it
+        holds no NPU series.  An answer past the client's cap is not read: a warning says which."""
+        deadline = time.monotonic() + self.client.timeout_s
+        try:
+            _, evaluated = self.client.query("time()", deadline=deadline)  # every query at this instant
+        except NoAnswerError:
+            raise NoAnswerError(self._late_line(["time()"], 1)) from None
         if not math.isfinite(evaluated):
             evaluated = time.time()
-        samples = self._ask_all(evaluated)
-        reading = self._read(samples, evaluated, None)
+        samples, cut = self._ask_all(evaluated, deadline)
+        warnings = [line for _, line in cut]
+        unread = [tag for tag, _ in cut]
+        reading = self._read(samples, evaluated, None, unread)
         if reading.unseen:
             step = max(1.0, self.lookback_s / 60.0)
             query = last_seen_query(self.matchers, reading.unseen, self.lookback_s, step)
-            seen, _ = self.client.query(query, at=evaluated)
+            try:
+                seen, _ = self.client.query(query, at=evaluated, deadline=deadline)
+            except NoAnswerError:
+                raise NoAnswerError(self._late_line(["when the stale nodes were last seen"], 1)) from None
+            except AnswerTooLargeError as exc:
+                seen = []
+                warnings.append(exc.line("when the stale nodes were last seen"))
             last = {s.labels.get("instance", ""): s.value for s in seen if math.isfinite(s.value)}
-            reading = self._read(samples, evaluated, last)
+            reading = self._read(samples, evaluated, last, unread)
+        warnings.extend(reading.warnings)
         if not reading.nodes:
-            raise EmptyFleetError(self._empty_line(reading.warnings))
+            raise EmptyFleetError(self._empty_line(warnings))
         return FleetSnapshot(
             taken_at=datetime.fromtimestamp(evaluated, timezone.utc),
             source=self.label,
             nodes=reading.nodes,
-            warnings=reading.warnings,
+            warnings=tuple(warnings),
         )
 
-    def _ask_all(self, at: float) -> List[Tuple[str, Sample]]:
-        """Every query of a refresh side by side, within one ``timeout_s`` for all of them."""
+    def _ask_all(self, at: float, deadline: float) -> Tuple[List[Tuple[str, Sample]], List[Tuple[str, str]]]:
+        """Every query of a refresh side by side, all answered by ``deadline`` or the refresh fails
+        naming those that were not (they are not waited for); the answers, and (tag, line) of each
+        answer cut for its size."""
         pool = ThreadPoolExecutor(max_workers=PARALLEL_QUERIES, thread_name_prefix="fleet-query")
         try:
-            futures = [(tag, pool.submit(self.client.query, expr, at)) for tag, expr in self._queries]
-            _, pending = wait([f for _, f in futures], timeout=self.client.timeout_s + 1.0)
-            if pending:
-                url, limit = self.client.url, self.client.timeout_s
-                raise QueryTimeoutError(f"Prometheus at {url} did not answer within {limit:g} s (--timeout)")
-            return [(tag, sample) for tag, future in futures for sample in future.result()[0]]
+            query = self.client.query
+            futures = [(tag, pool.submit(query, expr, at, deadline)) for tag, expr in self._queries]
+            wait([f for _, f in futures], timeout=max(0.0, deadline - time.monotonic()) + HANDOVER_S)
+            samples: List[Tuple[str, Sample]] = []
+            cut: List[Tuple[str, str]] = []
+            late: List[str] = []
+            for tag, future in futures:
+                if not future.done():
+                    late.append(tag)
+                    continue
+                try:
+                    answer, _ = future.result()
+                except NoAnswerError:
+                    late.append(tag)
+                except AnswerTooLargeError as exc:
+                    cut.append((tag, exc.line(f"the query {tag}")))
+                else:
+                    samples.extend((tag, sample) for sample in answer)
+            if late:
+                raise NoAnswerError(self._late_line(late, len(futures)))
+            return samples, cut
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _read(self, samples: Sequence[Any], evaluated: float, last: Optional[Dict[str, float]]) -> Any:
+    def _late_line(self, late: Sequence[str], asked: int) -> str:
+        named = ", ".join(late[:3]) + (f" and {len(late) - 3} more" if len(late) > 3 else "")
+        which = f"{len(late)} of {asked} queries ({named})" if asked > 1 else f"the query {named}"
+        return (
+            f"Prometheus at {self.client.url} did not answer within {self.client.timeout_s:g} s "
+            f"(--timeout): no answer to {which}, not waited for"
+        )
+
+    def _read(
+        self,
+        samples: Sequence[Any],
+        evaluated: float,
+        last: Optional[Dict[str, float]],
+        unread: Sequence[str],
+    ) -> Any:
         return read_nodes(
             samples,
             evaluated,
+            unread=unread,
             with_up_only=bool(self.matchers),
             stale_after_s=self.stale_after_s,
             last_seen=last,

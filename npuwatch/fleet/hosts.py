@@ -1,8 +1,9 @@
 """Provides HostsSource: the fleet read from each node's ``npuwatch serve`` ``/snapshot`` (``--hosts``).
 
-For small labs without Prometheus.  Every refresh asks every node at once, each in its own thread
-with its own deadline (``timeout_s``): a node that is down, slow or not ``npuwatch serve`` becomes a
-stale row with its reason and its last data, and delays no other.  Only ``GET /snapshot`` is sent.
+For small labs without Prometheus.  Every refresh asks every node at once, each in its own thread,
+all by one deadline (``timeout_s`` for the whole refresh, ``npuwatch.fleet.bounded_http``): a node
+that is down, slow or not ``npuwatch serve`` becomes a stale row with its reason and its last data,
+and delays no other.  Only ``GET /snapshot`` is sent.
 A node's levels and workload classes are the ones its own judge wrote into the snapshot.  Its clock
 is compared with ours through the HTTP ``Date`` header of its answer.
 """
@@ -17,13 +18,13 @@ import socket
 import threading
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from npuwatch import snapshot_json
+from npuwatch.fleet import bounded_http
 from npuwatch.fleet.fleet_json import judgement_from, workload_from
 from npuwatch.fleet.model import Exporter, FleetChip, FleetNode, FleetSnapshot, worst_first
 from npuwatch.judge.rules import judge_snapshot
@@ -97,36 +98,42 @@ class Answer:
     received_at: float = 0.0
 
 
-def fetch(address: str, timeout_s: float) -> Answer:
-    """``GET http://<address>/snapshot`` within ``timeout_s``."""
+def fetch(address: str, timeout_s: float, deadline: Optional[float] = None) -> Answer:
+    """``GET http://<address>/snapshot``, the whole answer within ``timeout_s`` (and by ``deadline``,
+    ``time.monotonic()``, when given)."""
     url = f"http://{address}/snapshot"
     started = time.time()
+    limit = time.monotonic() + timeout_s
     try:
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-            raw = answer.read(MAX_SNAPSHOT_BYTES + 1)
-            date = answer.headers.get("Date")
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        if exc.code == 503:
-            return Answer(address, error="npuwatch serve has no sample yet (HTTP 503)")
-        return Answer(address, error=f"not npuwatch serve: GET /snapshot answered HTTP {exc.code}")
-    except (socket.timeout, TimeoutError):
+        reply = bounded_http.fetch(
+            url,
+            deadline=limit if deadline is None else min(deadline, limit),
+            max_bytes=MAX_SNAPSHOT_BYTES,
+            headers={"Accept": "application/json"},
+        )
+    except bounded_http.DeadlineError:
         return Answer(address, error=f"no answer within {timeout_s:g} s")
+    except bounded_http.AnswerTooLargeError:
+        return Answer(address, error=f"/snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB: not read")
+    except bounded_http.RedirectRefusedError as exc:
+        return Answer(address, error=f"not npuwatch serve: /snapshot {_one_line(exc)}")
     except urllib.error.URLError as exc:
         return Answer(address, error=_reason(exc.reason, timeout_s))
     except (OSError, ValueError, http.client.HTTPException) as exc:
         return Answer(address, error=f"cannot read /snapshot: {_one_line(exc) or type(exc).__name__}")
     received = time.time()
-    if len(raw) > MAX_SNAPSHOT_BYTES:
-        return Answer(address, error=f"/snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")
+    if reply.status == 503:
+        return Answer(address, error="npuwatch serve has no sample yet (HTTP 503)")
+    if not 200 <= reply.status < 300:
+        return Answer(address, error=f"not npuwatch serve: GET /snapshot answered HTTP {reply.status}")
     try:
-        document = json.loads(raw)
+        document = json.loads(reply.body)
     except (ValueError, RecursionError):
         return Answer(address, error="not npuwatch serve: /snapshot is not JSON")
     if not isinstance(document, dict) or document.get("schema") != snapshot_json.SCHEMA:
         return Answer(address, error=f"not npuwatch serve: /snapshot is not {snapshot_json.SCHEMA}")
-    return Answer(address, document, None, _clock_offset(date, started, received), received)
+    clock_offset = _clock_offset(reply.headers.get("date"), started, received)
+    return Answer(address, document, None, clock_offset, received)
 
 
 def _reason(reason: object, timeout_s: float) -> str:
@@ -180,8 +187,9 @@ class HostsSource:
         return f"hosts:{len(self.hosts)}"
 
     def read(self) -> FleetSnapshot:
-        """Every node now (worst first); a node that does not answer is stale with its last data."""
-        answers = self._ask_all()
+        """Every node now (worst first), within one ``timeout_s`` for the whole refresh; a node that
+        does not answer by then is stale with its last data (it is not waited for)."""
+        answers = self._ask_all(time.monotonic() + self.timeout_s)
         now = time.time()
         late = Answer("", error=f"no answer within {self.timeout_s:g} s")
         nodes = tuple(
@@ -191,17 +199,22 @@ class HostsSource:
             taken_at=datetime.fromtimestamp(now, timezone.utc), source=self.label, nodes=worst_first(nodes)
         )
 
-    def _ask_all(self) -> Dict[str, Answer]:
+    def _ask_all(self, deadline: float) -> Dict[str, Answer]:
         answers: Dict[str, Answer] = {}
         lock = threading.Lock()
         gate = threading.BoundedSemaphore(MAX_PARALLEL)
+        budget = f"{self.timeout_s:g} s"
+        unasked = Answer("", error=f"not asked within the refresh's {budget}: other nodes were slow")
 
         def ask(host: str) -> None:
             with gate:
-                try:
-                    answer = fetch(host, self.timeout_s)
-                except Exception as exc:  # a hostile node must not end the poller
-                    answer = Answer(host, error=f"cannot read /snapshot: {type(exc).__name__}")
+                if time.monotonic() >= deadline:
+                    answer = replace(unasked, address=host)
+                else:
+                    try:
+                        answer = fetch(host, self.timeout_s, deadline)
+                    except Exception as exc:  # a hostile node must not end the poller
+                        answer = Answer(host, error=f"cannot read /snapshot: {type(exc).__name__}")
             with lock:
                 answers[host] = answer
 
@@ -210,10 +223,8 @@ class HostsSource:
         ]
         for thread in threads:
             thread.start()
-        batches = -(-len(self.hosts) // MAX_PARALLEL)
-        deadline = time.monotonic() + (self.timeout_s + 1.0) * batches
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for thread in threads:  # each request gave up at the deadline: a moment to hand its answer over
+            thread.join(max(0.0, deadline + bounded_http.HANDOVER_S - time.monotonic()))
         with lock:
             return dict(answers)
 

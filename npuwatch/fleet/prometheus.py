@@ -2,8 +2,10 @@
 
 Standard library only (``urllib``): POST ``/api/v1/query`` and ``/api/v1/query_range`` with form
 data, as the API allows, so a query of any length fits; nothing else is ever sent, so nothing is
-written.  TLS certificates are verified unless ``insecure``; ``ca_file`` adds a CA bundle.  Every
-failure is a ``PrometheusError`` whose message is one line saying what happened and what to try.
+written.  TLS certificates are verified unless ``insecure``; ``ca_file`` adds a CA bundle.  Each
+request ends by its deadline, reads at most ``max_answer_bytes`` and follows redirects only within
+the URL's origin (``npuwatch.fleet.bounded_http``).  Every failure is a ``PrometheusError`` whose
+message is one line saying what happened and what to try.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import json
 import math
 import socket
 import ssl
+import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-#: How much of an answer is read at most (a 500-node × 16-chip fleet's query answers ~10 MB).
-MAX_ANSWER_BYTES = 256 << 20
+from npuwatch.fleet import bounded_http
+
+#: How much of one answer is read at most.  The largest answer of a refresh, the health gauge with
+#: every label, was 212 bytes a chip from a real Prometheus (100 generated nodes × 16 chips), so a
+#: 4,000-node × 16-chip fleet's is ~14 MB; parsed, an answer costs about ten times its size.
+MAX_ANSWER_BYTES = 64 << 20
 
 
 class PrometheusError(Exception):
@@ -40,8 +46,28 @@ class QueryTimeoutError(PrometheusError):
     """No answer within the timeout, or Prometheus gave up on the query."""
 
 
+class NoAnswerError(QueryTimeoutError):
+    """No whole answer by the query's deadline (not Prometheus giving up)."""
+
+
 class UnreachableError(PrometheusError):
-    """No connection: refused, unknown host, network down, TLS refused."""
+    """No connection: refused, unknown host, network down, TLS refused, a redirect to elsewhere."""
+
+
+class AnswerTooLargeError(PrometheusError):
+    """An answer larger than the client's cap: cut, none of it read."""
+
+    def __init__(self, url: str, limit_bytes: int) -> None:
+        self.url = url
+        self.limit_bytes = limit_bytes
+        super().__init__(self.line("the answer"))
+
+    def line(self, what: str) -> str:
+        """The one line saying ``what`` was not read."""
+        return (
+            f"Prometheus answer larger than {self.limit_bytes / (1 << 20):g} MiB: cut; {what} was not read "
+            f"(from {self.url}: narrow the fleet with --selector)"
+        )
 
 
 class Sample(NamedTuple):
@@ -112,9 +138,11 @@ class Prometheus:
         auth: Auth = Auth(),
         ca_file: Optional[str] = None,
         insecure: bool = False,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.url = normalise_url(url)
         self.timeout_s = timeout_s
+        self.max_answer_bytes = max_answer_bytes
         self._auth = auth.header()
         self._context: Optional[ssl.SSLContext] = None
         if self.url.startswith("https:"):
@@ -124,12 +152,15 @@ class Prometheus:
                 context.verify_mode = ssl.CERT_NONE
             self._context = context
 
-    def query(self, expr: str, at: Optional[float] = None) -> Tuple[List[Sample], float]:
-        """An instant query: its vector, and the evaluation time (Prometheus' clock)."""
+    def query(
+        self, expr: str, at: Optional[float] = None, deadline: Optional[float] = None
+    ) -> Tuple[List[Sample], float]:
+        """An instant query: its vector, and the evaluation time (Prometheus' clock); answered by
+        ``deadline`` (``time.monotonic()``) when given, and within ``timeout_s`` in any case."""
         form: Dict[str, str] = {"query": expr}
         if at is not None:
             form["time"] = f"{at:.3f}"
-        data = self._call("query", form)
+        data = self._call("query", form, deadline)
         kind = data.get("resultType")
         result = data.get("result")
         if kind == "scalar" and isinstance(result, list):
@@ -143,36 +174,47 @@ class Prometheus:
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> List[Series]:
         """A range query from ``start`` to ``end`` every ``step_s`` seconds."""
         form = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
-        data = self._call("query_range", form)
+        data = self._call("query_range", form, None)
         result = data.get("result")
         if data.get("resultType") != "matrix" or not isinstance(result, list):
             raise NotPrometheusError(f"{self.url}: a range query answered no matrix")
         return [_series(item) for item in result]
 
-    def _call(self, endpoint: str, form: Mapping[str, str]) -> Dict[str, Any]:
-        """POST the form to ``/api/v1/<endpoint>``; the ``data`` of a success."""
-        body = urllib.parse.urlencode({**form, "timeout": f"{self.timeout_s:g}s"}).encode()
-        request = urllib.request.Request(f"{self.url}/api/v1/{endpoint}", data=body, method="POST")
-        request.add_header("Content-Type", "application/x-www-form-urlencoded")
-        request.add_header("Accept", "application/json")
+    def _call(self, endpoint: str, form: Mapping[str, str], deadline: Optional[float]) -> Dict[str, Any]:
+        """POST the form to ``/api/v1/<endpoint>`` by ``deadline`` (``time.monotonic()``; at most
+        ``timeout_s`` from now); the ``data`` of a success."""
+        limit = time.monotonic() + self.timeout_s
+        deadline = limit if deadline is None else min(deadline, limit)
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))  # Prometheus gives up by then too
+        body = urllib.parse.urlencode({**form, "timeout": f"{left_ms}ms"}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         if self._auth is not None:
-            request.add_header("Authorization", self._auth)
+            headers["Authorization"] = self._auth
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._context) as answer:
-                raw = answer.read(MAX_ANSWER_BYTES + 1)
-                status = answer.status
-        except urllib.error.HTTPError as exc:
-            raw = _read_error(exc)
-            status = exc.code
-        except (socket.timeout, TimeoutError):
-            raise QueryTimeoutError(
+            reply = bounded_http.fetch(
+                f"{self.url}/api/v1/{endpoint}",
+                deadline=deadline,
+                max_bytes=self.max_answer_bytes,
+                data=body,
+                headers=headers,
+                context=self._context,
+            )
+        except bounded_http.DeadlineError:
+            raise NoAnswerError(
                 f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s (--timeout)"
+            ) from None
+        except bounded_http.AnswerTooLargeError as exc:
+            raise AnswerTooLargeError(self.url, exc.limit_bytes) from None
+        except bounded_http.RedirectRefusedError as exc:
+            raise UnreachableError(
+                f"Prometheus at {self.url} redirected to another origin, {_one_line(exc.location)}: not "
+                "followed (credentials are never sent there; give --prometheus the URL it redirects to)"
             ) from None
         except urllib.error.URLError as exc:
             raise _unreachable(self.url, exc.reason, self.timeout_s) from None
         except (OSError, ValueError, http.client.HTTPException) as exc:  # a reset, not HTTP, a bad header
             raise UnreachableError(f"cannot query Prometheus at {self.url}: {_one_line(exc)}") from None
-        return self._answer(endpoint, status, raw)
+        return self._answer(endpoint, reply.status, reply.body)
 
     def _answer(self, endpoint: str, status: int, raw: bytes) -> Dict[str, Any]:
         if status in (401, 403):
@@ -185,8 +227,6 @@ class Prometheus:
             raise AccessDeniedError(
                 f"Prometheus at {self.url} refused the query (HTTP {status} {what}): {hint}"
             )
-        if len(raw) > MAX_ANSWER_BYTES:
-            raise PrometheusError(f"Prometheus at {self.url} answered more than {MAX_ANSWER_BYTES >> 20} MiB")
         try:
             document = json.loads(raw)
         except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
@@ -209,18 +249,9 @@ class Prometheus:
         return data
 
 
-def _read_error(exc: urllib.error.HTTPError) -> bytes:
-    try:
-        return exc.read(MAX_ANSWER_BYTES + 1)
-    except OSError:
-        return b""
-    finally:
-        exc.close()
-
-
 def _unreachable(url: str, reason: object, timeout_s: float) -> PrometheusError:
     if isinstance(reason, (socket.timeout, TimeoutError)):
-        return QueryTimeoutError(f"Prometheus at {url} did not answer within {timeout_s:g} s (--timeout)")
+        return NoAnswerError(f"Prometheus at {url} did not answer within {timeout_s:g} s (--timeout)")
     if isinstance(reason, ssl.SSLCertVerificationError):
         return UnreachableError(
             f"cannot reach Prometheus at {url}: its TLS certificate is not trusted "

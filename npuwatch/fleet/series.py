@@ -34,11 +34,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.fleet.model import Exporter, FleetChip, FleetNode, worst_first
 from npuwatch.fleet.prometheus import Sample
-from npuwatch.judge.rules import judge_chip
+from npuwatch.judge.rules import Judgement, ReasonKind, judge_chip
 from npuwatch.judge.workload import _NEXT_STEPS
 from npuwatch.metrics_table import METRICS
 from npuwatch.model import (
@@ -189,10 +189,11 @@ def read_nodes(
     stale_after_s: float = DEFAULT_STALE_AFTER_S,
     last_seen: Optional[Mapping[str, float]] = None,
     node_label: Optional[str] = None,
+    unread: Collection[str] = (),
 ) -> Reading:
     """The fleet in the answers of ``fleet_queries`` as (tag, sample) pairs.  ``with_up_only``: a target
     that has ``up`` but no NPU series is a (stale) node too — only when a selector says which targets
-    are NPU nodes."""
+    are NPU nodes.  ``unread``: the tags whose answer was not read (too large)."""
     nodes: Dict[str, _Node] = {}
     skipped: Dict[str, int] = {}
     for tag, sample in samples:
@@ -203,7 +204,8 @@ def read_nodes(
     for node in nodes.values():
         if not node.chips and not (with_up_only and node.up is not None):
             continue
-        fleet_node = _fleet_node(node, evaluated_at, stale_after_s, (last_seen or {}).get(node.instance))
+        seen = (last_seen or {}).get(node.instance)
+        fleet_node = _fleet_node(node, evaluated_at, stale_after_s, seen, PROCESS not in unread)
         if fleet_node.stale and fleet_node.taken_at is None and node.chips:
             unseen.append(node.instance)
         built.append(fleet_node)
@@ -318,7 +320,9 @@ def _skipped_line(why: str, count: int) -> str:
     return f"{count} series skipped: {why} (the fleet needs instance and npu_id or id on every NPU series)"
 
 
-def _fleet_node(node: _Node, now: float, stale_after_s: float, last_seen: Optional[float]) -> FleetNode:
+def _fleet_node(
+    node: _Node, now: float, stale_after_s: float, last_seen: Optional[float], processes_read: bool
+) -> FleetNode:
     seen = node.health_time if node.health_time is not None else last_seen
     stale_reason = _stale_reason(node, now, stale_after_s, seen)
     clock = _clock_offset(node)
@@ -329,7 +333,8 @@ def _fleet_node(node: _Node, now: float, stale_after_s: float, last_seen: Option
     exporter = Exporter.NPUWATCH if node.npuwatch else Exporter.NPU_EXPORTER if node.chips else Exporter.NONE
     samples = [_chip_sample(key, chip, exporter) for key, chip in sorted(node.chips.items())]
     chips = tuple(
-        _judged(sample, chip, node.processes) for sample, chip in zip(samples, sorted(node.chips.items()))
+        _judged(sample, chip, node.processes if processes_read else None)
+        for sample, chip in zip(samples, sorted(node.chips.items()))
     )
     level = worst(chip.level for chip in chips)
     reasons = [
@@ -452,11 +457,15 @@ def _workload(chip: _Chip) -> Optional[Workload]:
 
 
 def _judged(
-    sample: ChipSample, chip: Tuple[Tuple[int, int], _Chip], processes: Sequence[NpuProcess]
+    sample: ChipSample, chip: Tuple[Tuple[int, int], _Chip], processes: Optional[Sequence[NpuProcess]]
 ) -> FleetChip:
+    """``processes`` ``None``: their answer was not read, so no "held, no process" is said."""
     key, raw = chip
-    mine = [p for p in processes if (p.npu_id, p.chip_id) == key]
+    mine = [p for p in processes or () if (p.npu_id, p.chip_id) == key]
     judgement = judge_chip(sample, mine)
+    if processes is None:
+        kept = tuple(r for r in judgement.reasons if r.kind is not ReasonKind.HBM_HELD)
+        judgement = Judgement(worst(r.level for r in kept), kept)
     texts = judgement.texts
     level = raw.level if raw.level is not None else judgement.level
     if level is not judgement.level:  # npuwatch serve knew more (its history, its host)

@@ -171,8 +171,9 @@ def test_a_query_timeout_either_way(serve_fake):
     started = time.monotonic()
     result = run_fleet("--prometheus", slow.url, "--json", "--timeout", "1")
     assert time.monotonic() - started < 4.5
-    assert (
-        one_line(result) == f"npuwatch fleet: Prometheus at {slow.url} did not answer within 1 s (--timeout)"
+    assert one_line(result) == (
+        f"npuwatch fleet: Prometheus at {slow.url} did not answer within 1 s (--timeout): "
+        "no answer to the query time(), not waited for"
     )
     gave_up = json.dumps(
         {"status": "error", "errorType": "timeout", "error": "query timed out in expression"}
