@@ -2,7 +2,11 @@
 (``fleet.app``) share as textual apps refreshed from a daemon thread.
 
 An internal error ends the app and is kept in ``crash``; ``run_live_app`` then prints one line
-naming the traceback file instead of textual's screenful of locals.  Python's cycle collector runs
+naming the traceback file instead of textual's screenful of locals, and the exit status is 70.
+That holds wherever the error is raised: in the app's loop or a textual worker
+(``_handle_exception``), on the driver's input thread (``internal_error``), on any other thread
+while the app runs (``threading.excepthook``), or in whatever makes textual ``panic``.  Ctrl-Z
+suspends (the terminal is given back; ``fg`` redraws).  Python's cycle collector runs
 less often while the app runs, and its keyboard thread sleeps while nothing is typed.  A signal asks
 the app to exit from its own loop.
 """
@@ -12,10 +16,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import io
 import sys
+import threading
 import time
 from typing import Any, Iterator, List, Optional, Tuple, Type
 
+from rich.console import Console, RenderableType
+from textual import on
 from textual.app import App
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -32,16 +40,29 @@ from npuwatch.termination import call_on_termination
 GC_GEN0_THRESHOLD = 20_000
 
 
+class TextualPanicError(RuntimeError):
+    """textual ended the app with ``panic`` (its report of an error it caught itself); ``details``
+    is what it would have printed, kept for the crash report."""
+
+    def __init__(self, summary: str, details: str) -> None:
+        super().__init__(summary)
+        self.details = details
+
+
 class LiveApp(App[None]):
     """A textual app whose data comes from a daemon thread (``_sampling_since`` is set while a
-    refresh runs); ``t`` switches the theme, ``/`` shows the ``#filter`` input."""
+    refresh runs); ``t`` switches the theme, ``/`` shows the ``#filter`` input, Ctrl-Z suspends."""
 
     #: What the ``/`` box shows until something is typed.
     FILTER_PLACEHOLDER = "filter"
 
+    # The terminal's Ctrl-Z comes as a key (textual turns the terminal's signals off): it stops
+    # the process as in any terminal program; the driver gives the terminal back first.
+    BINDINGS = [Binding("ctrl+z", "suspend_process", "Suspend", show=False)]
+
     def __init__(self) -> None:
         super().__init__()
-        self.crash: Optional[Exception] = None
+        self.crash: Optional[BaseException] = None
         self._sampling_since: Optional[float] = None
 
     def run(self, **kwargs: Any) -> Any:
@@ -67,9 +88,33 @@ class LiveApp(App[None]):
     def _handle_exception(self, error: Exception) -> None:
         """An internal error ends the app; ``run_live_app`` prints one line naming the traceback
         file instead of Textual's screenful of locals."""
-        self.crash = error
+        if self.crash is None:
+            self.crash = error
         super()._handle_exception(error)
         self._exit_renderables.clear()
+
+    def internal_error(self, error: BaseException) -> None:
+        """From any thread: ``error`` ends the app as an internal error (the first one is kept)."""
+        if self.crash is None:
+            self.crash = error
+        self.exit(return_code=EXIT_INTERNAL)  # thread-safe: posts to the app's loop
+
+    def panic(self, *renderables: RenderableType) -> None:
+        """textual's way out after an error it caught (such as one on a driver's thread) is an
+        internal error too: one line and exit 70, never its screenful and exit 0."""
+        if self.crash is None:
+            details = _plain_text(renderables)
+            lines = [line.strip(" │╰╯─") for line in details.splitlines()]
+            summary = next((line for line in reversed(lines) if line), "textual panicked")
+            self.crash = TextualPanicError(summary, details)
+        super().panic(*renderables)
+        self._exit_renderables.clear()
+
+    @on(Driver.SignalResume)
+    def _redraw_after_resume(self) -> None:
+        """Back from Ctrl-Z (``fg``): the terminal showed the shell meanwhile, so every line is
+        drawn again, not only the lines that changed."""
+        self.refresh(repaint=True, layout=True)
 
     def _post(self, message: Message) -> None:
         """Post from the refresh thread; nothing when the app quit while the refresh ran."""
@@ -128,10 +173,41 @@ def fewer_collections(gen0: int = GC_GEN0_THRESHOLD) -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+def _plain_text(renderables: Tuple[RenderableType, ...]) -> str:
+    """What ``renderables`` print as, without styles (for a crash report)."""
+    console = Console(file=io.StringIO(), width=100, color_system=None, force_terminal=False)
+    try:
+        for renderable in renderables:
+            console.print(renderable)
+    except Exception:  # a report of a report: its text is a best effort
+        return "\n".join(repr(renderable) for renderable in renderables)
+    output = console.file
+    return output.getvalue() if isinstance(output, io.StringIO) else ""
+
+
+@contextlib.contextmanager
+def thread_errors_end(app: LiveApp) -> Iterator[None]:
+    """While inside, an exception that ends any thread (textual's writer, a refresh thread) ends
+    ``app`` as an internal error instead of printing a traceback over the screen and leaving the
+    app running without that thread."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is SystemExit or args.exc_value is None:
+            return
+        app.internal_error(args.exc_value)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
+
+
 def run_live_app(app: LiveApp) -> None:
     """Run ``app`` until it exits.  A signal asks the app to exit from its loop, so textual restores
     the terminal and stops its driver's threads (a SystemExit raised mid-loop could leave them running)."""
-    with call_on_termination(lambda code: app.exit(return_code=code)):
+    with call_on_termination(lambda code: app.exit(return_code=code)), thread_errors_end(app):
         app.run()
 
 
