@@ -155,6 +155,15 @@ FAULTS = {
         "NpuwatchApp.on_key = key\n",
         "WorkerFailed",
     ),
+    # a callback a thread scheduled on the event loop raises
+    "loop-callback": (
+        "import asyncio\n"
+        "def key(self, event):\n"
+        "    if event.character == 'x':\n"
+        "        asyncio.get_running_loop().call_soon(lambda: 1 / 0)\n"
+        "NpuwatchApp.on_key = key\n",
+        "ZeroDivisionError: division by zero",
+    ),
     # textual's own way out of an error it caught (as its driver does for its input thread)
     "panic": (
         "def key(self, event):\n"

@@ -5,7 +5,8 @@ An internal error ends the app and is kept in ``crash``; ``run_live_app`` then p
 naming the traceback file instead of textual's screenful of locals, and the exit status is 70.
 That holds wherever the error is raised: in the app's loop or a textual worker
 (``_handle_exception``), on the driver's input thread (``internal_error``), on any other thread
-while the app runs (``threading.excepthook``), or in whatever makes textual ``panic``.  Ctrl-Z
+while the app runs (``threading.excepthook``), in a callback of the event loop (its exception
+handler), or in whatever makes textual ``panic``.  Ctrl-Z
 suspends (the terminal is given back; ``fg`` redraws).  Python's cycle collector runs
 less often while the app runs, and its keyboard thread sleeps while nothing is typed.  A signal asks
 the app to exit from its own loop.
@@ -13,14 +14,16 @@ the app to exit from its own loop.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import gc
 import io
+import signal
 import sys
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from rich.console import Console, RenderableType
 from textual import on
@@ -70,6 +73,22 @@ class LiveApp(App[None]):
         textual's ``run`` returns (the value the app exited with)."""
         with fewer_collections():
             return super().run(**kwargs)
+
+    async def run_async(self, **kwargs: Any) -> Any:
+        """textual's ``run_async``, with an exception raised in a callback of the event loop (one
+        a thread scheduled) ending the app as an internal error instead of being logged over the
+        screen while the app runs on."""
+        loop = asyncio.get_running_loop()
+
+        def handle(the_loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
+            error = context.get("exception")
+            if isinstance(error, BaseException):
+                self.internal_error(error)
+            else:  # a warning without an exception (a task destroyed while pending): asyncio's
+                the_loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handle)
+        return await super().run_async(**kwargs)
 
     def get_driver_class(self) -> Type[Driver]:
         """textual's driver for this terminal; on Linux and macOS the one whose input thread
@@ -204,10 +223,27 @@ def thread_errors_end(app: LiveApp) -> Iterator[None]:
         threading.excepthook = previous
 
 
+@contextlib.contextmanager
+def job_control_kept() -> Iterator[None]:
+    """SIGTSTP and SIGCONT handled as before once the block ends: textual's driver sets handlers
+    for them and leaves them set, bound to a driver that has stopped (main thread only)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTSTP"):
+        yield
+        return
+    kept = [(number, signal.getsignal(number)) for number in (signal.SIGTSTP, signal.SIGCONT)]
+    try:
+        yield
+    finally:
+        for number, handler in kept:
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(number, handler)
+
+
 def run_live_app(app: LiveApp) -> None:
     """Run ``app`` until it exits.  A signal asks the app to exit from its loop, so textual restores
     the terminal and stops its driver's threads (a SystemExit raised mid-loop could leave them running)."""
-    with call_on_termination(lambda code: app.exit(return_code=code)), thread_errors_end(app):
+    stop = call_on_termination(lambda code: app.exit(return_code=code))
+    with stop, thread_errors_end(app), job_control_kept():
         app.run()
 
 
