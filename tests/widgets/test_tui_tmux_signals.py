@@ -70,6 +70,11 @@ def settings(term: Terminal, path: Path) -> str:
     return wait_file(path)
 
 
+def state(pid: int) -> str:
+    """The process's state letter (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def suspended(term: Terminal, times: int) -> str:
     """Wait for the shell to report the ``times``-th stopped job and show its prompt again."""
     return term.wait(
@@ -87,6 +92,7 @@ def test_the_dashboard_suspends_resumes_and_quits_with_0(shell, tmp_path):
     os.kill(pid, signal.SIGTSTP)  # kill -TSTP, as job control or a user sends it
     screen = suspended(shell, 1)
     assert "╭─ NPU 0" not in screen and "Traceback" not in screen  # the shell's screen, not the app's
+    assert state(pid) == "T"  # stopped, not ended
     assert settings(shell, tmp_path / "stopped.txt") == before  # echo, line editing: as before
 
     run(shell, "fg; echo rc=$?")
@@ -98,6 +104,7 @@ def test_the_dashboard_suspends_resumes_and_quits_with_0(shell, tmp_path):
 
     shell.keys("C-z")  # the terminal's Ctrl-Z comes to the app as a key: it suspends too
     suspended(shell, 2)
+    assert state(pid) == "T"
     run(shell, "fg; echo rc=$?")
     shell.wait(lambda s: "Processes (" in s and "╭─ NPU 0 · 910B3" in s, "the dashboard after Ctrl-Z")
     shell.keys("q")
@@ -118,6 +125,7 @@ def test_the_fleet_view_suspends_resumes_and_quits_with_0(shell, tmp_path):
     os.kill(pid, signal.SIGTSTP)
     screen = suspended(shell, 1)
     assert "node-ok" not in screen and "Traceback" not in screen
+    assert state(pid) == "T"
     run(shell, "fg; echo rc=$?")
     shell.wait(lambda s: "node-ok" in s and "chips OK" in s, "the fleet table again")
     shell.keys("q")
