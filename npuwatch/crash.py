@@ -36,12 +36,19 @@ def write_report(exc: BaseException, where: str) -> Optional[Path]:
     for folder in (report_folder(), Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"npuwatch-crash-{stamp}-{os.getpid()}.txt"
-            with open(path, "w", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(text)
         except OSError:
             continue
-        return path
+        for number in range(1, 100):  # a second report in the same second gets its own file
+            suffix = "" if number == 1 else f"-{number}"
+            path = folder / f"npuwatch-crash-{stamp}-{os.getpid()}{suffix}.txt"
+            try:
+                with open(path, "x", encoding="utf-8", errors="backslashreplace") as handle:
+                    handle.write(text)
+            except FileExistsError:
+                continue
+            except OSError:
+                break
+            return path
     return None
 
 

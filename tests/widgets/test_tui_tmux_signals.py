@@ -172,6 +172,16 @@ FAULTS = {
         "NpuwatchApp.on_key = key\n",
         "ZeroDivisionError: division by zero",
     ),
+    # the refresh thread's sampler raises: shown while sampling goes on, and `q` then exits 70
+    "refresh": (
+        "def key(self, event):\n"
+        "    if event.character == 'x':\n"
+        "        def broken():\n"
+        "            raise ZeroDivisionError('injected')\n"
+        "        self.sampler.sample = broken\n"
+        "NpuwatchApp.on_key = key\n",
+        "internal error in sampling: ZeroDivisionError: injected",
+    ),
     # textual's own way out of an error it caught (as its driver does for its input thread)
     "panic": (
         "def key(self, event):\n"
@@ -200,12 +210,16 @@ def test_an_error_on_any_thread_of_the_app_exits_70_with_one_line(terminal_for_f
     term.start(["sh", "-c", f"{program}; echo EXIT=$?; sleep 30"], 120, 40)
     term.wait(lambda s: "Processes (" in s, "the dashboard")
     term.keys("x")
+    if fault == "refresh":
+        term.wait_text("sampler error")  # shown on the alerts line; the dashboard goes on
+        term.keys("q")
     term.wait(lambda s: "EXIT=" in s, "the exit")
     joined = term.tmux("capture-pane", "-p", "-J", "-t", "main").stdout  # wrapped lines joined
     lines = [line for line in joined.splitlines() if line.strip()]
     assert lines[-1] == "EXIT=70", joined
     assert len(lines) == 2, joined  # one line before the status: no traceback
-    assert lines[0].startswith("npuwatch: internal error in the dashboard: ")
+    where = "sampling" if fault == "refresh" else "the dashboard"
+    assert lines[0].startswith(f"npuwatch: internal error in {where}: ")
     assert summary in lines[0] and "traceback in" in lines[0]
     report = Path(lines[0].split("traceback in ")[1].split(";")[0])
     assert "injected" in report.read_text() or "ZeroDivisionError" in report.read_text()

@@ -37,6 +37,9 @@ from textual.widgets import Input
 from npuwatch.crash import EXIT_INTERNAL, crash_line
 from npuwatch.termination import call_on_termination
 
+#: How many traceback files the refresh bugs of one run may write (one per distinct error).
+MAX_REFRESH_REPORTS = 8
+
 #: Python's cycle collector runs after this many new container objects while the dashboard runs
 #: (Python's default is 700): a second's repaint makes thousands of short-lived tuples and lines,
 #: freed as they go, and collecting every 700 of them cost about 0.8 ms of CPU a second.
@@ -66,6 +69,10 @@ class LiveApp(App[None]):
     def __init__(self) -> None:
         super().__init__()
         self.crash: Optional[BaseException] = None
+        #: The line of the first bug a refresh raised: shown while refreshing goes on, and quitting
+        #: then exits 70 with it (``exit_status``).
+        self.refresh_error: Optional[str] = None
+        self._refresh_lines: Dict[Tuple[str, str], str] = {}
         self._sampling_since: Optional[float] = None
 
     def run(self, **kwargs: Any) -> Any:
@@ -134,6 +141,22 @@ class LiveApp(App[None]):
         """Back from Ctrl-Z (``fg``): the terminal showed the shell meanwhile, so every line is
         drawn again, not only the lines that changed."""
         self.refresh(repaint=True, layout=True)
+
+    def refresh_crash_line(self, error: Exception, where: str) -> str:
+        """The one line for a bug a refresh raised (the app shows it and refreshes on).  Its
+        traceback is written once per distinct error, not at every refresh, and at most
+        ``MAX_REFRESH_REPORTS`` files in all."""
+        key = (type(error).__name__, str(error))
+        line = self._refresh_lines.get(key)
+        if line is None:
+            if len(self._refresh_lines) < MAX_REFRESH_REPORTS:
+                line = crash_line(error, where)
+                self._refresh_lines[key] = line
+            else:
+                line = f"npuwatch: internal error in {where}: {key[0]}: {key[1]} (no more traceback files)"
+        if self.refresh_error is None:
+            self.refresh_error = line
+        return line
 
     def _post(self, message: Message) -> None:
         """Post from the refresh thread; nothing when the app quit while the refresh ran."""
@@ -249,8 +272,13 @@ def run_live_app(app: LiveApp) -> None:
 
 def exit_status(app: LiveApp, where: str) -> int:
     """The app's exit status once it ran: 70 after an internal error, whose one line (naming
-    ``where`` and the traceback's file) goes to stderr; the terminal is restored by then."""
+    ``where`` and the traceback's file) goes to stderr, and after a refresh that raised (the
+    first one's line) unless a signal ended the app; the terminal is restored by then."""
     if app.crash is not None:
         print(crash_line(app.crash, where), file=sys.stderr)
         return EXIT_INTERNAL
-    return app.return_code or 0
+    code = app.return_code or 0
+    if code == 0 and app.refresh_error is not None:  # a refresh failed: shown, now said and counted
+        print(app.refresh_error, file=sys.stderr)
+        return EXIT_INTERNAL
+    return code
