@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
+from npuwatch.chip_source import source_title
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
 from npuwatch.judge.rules import Reason, ReasonKind, judge_snapshot, pcie_detail
 from npuwatch.model import ChipSample, Level, MetricStatus, ProbeReport, Snapshot, WorkloadClass
@@ -49,7 +50,7 @@ class AlertKind(enum.Enum):
     THROTTLING = "throttling"
     PCIE_DEGRADED = "pcie-degraded"
     DEVICE_LOST = "device-lost"
-    NPU_SMI = "npu-smi"
+    NPU_SMI = "npu-smi"  # the chip source (npu-smi or DCMI): the name predates DCMI, a stable value
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Alert:
     chip: Optional[ChipKey] = None
 
 
-#: Ends the message of a failing or hung npu-smi: the doctor's checks find why.
+#: Ends the message of a failing or hung chip source (npu-smi, DCMI): the doctor's checks find why.
 DOCTOR_POINTER = " — run `npuwatch doctor`"
 
 #: Every per-chip alert key.
@@ -229,31 +230,38 @@ class AlertTracker:
             yield _Finding(alert, self.hysteresis.raise_after)
 
     def _source(self, report: ProbeReport) -> Optional[_Finding]:
+        """The chip source's own alert, naming the source that read the chips (its report's
+        name: ``npu-smi``, or ``DCMI`` when the driver's library did)."""
         duration = report.duration_s
         slow_s = self.thresholds.source_slow_s
+        title = source_title(report.name)
+        npu_smi = report.name == "npu-smi"
         if report.status is MetricStatus.OK:
             if duration is None or duration <= slow_s:
                 return None
-            message = f"npu-smi slow: {duration:.1f} s"
+            message = f"{title} slow: {duration:.1f} s"
+            what = "`npu-smi info`" if npu_smi else f"a {title} read"
+            others = "npu-smi callers" if npu_smi else "tools that poll the driver"
             detail = (
-                f"`npu-smi info` took {duration:.1f} s (more than {slow_s:g} s): the driver is "
-                "busy or another tool polls it too; raise --interval or look for other npu-smi callers."
+                f"{what} took {duration:.1f} s (more than {slow_s:g} s): the driver is "
+                f"busy or another tool polls it too; raise --interval or look for other {others}."
             )
             alert = Alert(("npu-smi",), Severity.WARNING, AlertKind.NPU_SMI, message, detail)
             return _Finding(alert, self.hysteresis.raise_after)  # one slow answer is no news
         if report.status is MetricStatus.TIMEOUT:
             took = "" if duration is None else f": killed after {duration:.1f} s"
-            message = f"npu-smi hung{took}"
+            message = f"{title} hung{took}"
             detail = (
-                f"{report.message or 'npu-smi did not answer'}; the values shown are stale. The driver "
+                f"{report.message or title + ' did not answer'}; the values shown are stale. The driver "
                 "may be hung or busy: check `dmesg` for davinci/devdrv errors and run `npuwatch doctor`."
             )
         else:
-            text = report.message or f"npu-smi failed ({report.status.value})"
-            # The runner's messages name npu-smi already and put the explanation after a colon.
-            message = first_clause(text if text.startswith("npu-smi") else f"npu-smi failed: {text}", 60)
+            text = report.message or f"{title} failed ({report.status.value})"
+            # The sources' messages name them already and put the explanation after a colon.
+            named = text.lower().startswith(title.lower())
+            message = first_clause(text if named else f"{title} failed: {text}", 60)
             detail = f"{text}; no chip can be read until it answers: run `npuwatch doctor`."
-        # A failed read shows at once, from the first sample: until npu-smi answers every value
+        # A failed read shows at once, from the first sample: until the source answers every value
         # is n/a or stale, and the doctor finds the cause (device nodes, driver, DCMI, a hang).
         message = f"{message}{DOCTOR_POINTER}"
         return _Finding(Alert(("npu-smi",), Severity.CRITICAL, AlertKind.NPU_SMI, message, detail), 1)

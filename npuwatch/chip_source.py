@@ -109,6 +109,16 @@ class ChipSource(Protocol):
         ...
 
 
+#: How a sentence names a chip source whose probe name is not already its name (``npu-smi`` is).
+_TITLES = {"dcmi": "DCMI"}
+
+
+def source_title(probe_name: str) -> str:
+    """The chip source a snapshot's report ``probe_name`` names, as alerts and messages say it:
+    ``DCMI`` for ``dcmi``, ``npu-smi`` for ``npu-smi``, any other name as it is."""
+    return _TITLES.get(probe_name, probe_name)
+
+
 def close_source(source: ChipSource) -> None:
     """End what ``source`` started (DCMI's worker process); nothing for a source that starts nothing."""
     close = getattr(source, "close", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
-from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
+from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading, source_title
 from npuwatch.model import (
     CHIP_METRICS,
     ChipIdentity,
@@ -20,10 +20,17 @@ from npuwatch.probes.pci import PciInventory
 #: A value older than this is not shown as current any more (DESIGN §3: stale ≤ 10 s).
 STALE_AFTER_S = 10.0
 
-VANISHED = (
-    "npu-smi no longer lists this chip: it may have dropped off the PCI bus, been reset, "
-    "or been hidden from this container"
-)
+
+def vanished(source_name: str = "npu-smi") -> str:
+    """Why a chip seen before is missing from this reading of the source ``source_name`` (its
+    probe name: the reason names the source that read the chips, DCMI or npu-smi)."""
+    return (
+        f"{source_title(source_name)} no longer lists this chip: it may have dropped off the PCI bus, "
+        "been reset, or been hidden from this container"
+    )
+
+
+VANISHED = vanished()  # npu-smi's
 FELL_OFF_BUS = "its PCI config space reads ff ff: the device fell off the bus (check `dmesg`)"
 
 
@@ -79,10 +86,10 @@ class ChipTracker:
         for key, identity in sorted(self._seen.items()):
             if key in present:
                 continue
-            reason = VANISHED
+            reason = vanished(self.source_name)
             function = inventory.by_bus_id(identity.bus_id) if inventory and identity.bus_id else None
             if function is not None and not function.link.present:
-                reason = f"{VANISHED}; {FELL_OFF_BUS}"
+                reason = f"{reason}; {FELL_OFF_BUS}"
             chips.append(replace(_failed(identity, MetricStatus.ERROR, reason), lost_reason=reason))
             warnings.append(f"{identity.label} ({identity.bus_id or 'no Bus-Id'}): {reason}")
         for chip in reading.chips:

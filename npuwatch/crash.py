@@ -21,7 +21,8 @@ def report_folder() -> Path:
 
 
 def write_report(exc: BaseException, where: str) -> Optional[Path]:
-    """Write ``exc``'s traceback with what npuwatch was doing; the file, or None if none could be written."""
+    """Write ``exc``'s traceback with what npuwatch was doing (and its ``details`` text, if it has
+    one); the file, or None if none could be written."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     text = (
         f"npuwatch internal error in {where}\n"
@@ -29,15 +30,25 @@ def write_report(exc: BaseException, where: str) -> Optional[Path]:
         f"python: {sys.version.split()[0]} ({sys.executable})\n"
         f"argv: {sys.argv!r}\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     )
+    details = getattr(exc, "details", None)  # what the toolkit reported, when it caught the error itself
+    if isinstance(details, str) and details:
+        text += "\n" + details
     for folder in (report_folder(), Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"npuwatch-crash-{stamp}-{os.getpid()}.txt"
-            with open(path, "w", encoding="utf-8", errors="backslashreplace") as handle:
-                handle.write(text)
         except OSError:
             continue
-        return path
+        for number in range(1, 100):  # a second report in the same second gets its own file
+            suffix = "" if number == 1 else f"-{number}"
+            path = folder / f"npuwatch-crash-{stamp}-{os.getpid()}{suffix}.txt"
+            try:
+                with open(path, "x", encoding="utf-8", errors="backslashreplace") as handle:
+                    handle.write(text)
+            except FileExistsError:
+                continue
+            except OSError:
+                break
+            return path
     return None
 
 

@@ -26,6 +26,10 @@ Ascend/mind-cluster), so dashboards written for it work unchanged.  Where npuwat
   2162169857), ``npu_chip_info_error_code_1`` … ``_9`` its next ones, as npu-exporter v6 gives
   them (``updateErrorCodesInfo`` in ``collector/metrics/collector_for_npu.go``, at most
   ``MaxErrorCodeLen`` = 10 per chip); a chip without error codes has none of these series.
+* Every label value (a chip or process name, a version, the source) is made inert as on every
+  other surface (``text_safety.inert``: ``ESC`` is written ``\x1b``, a byte that is not UTF-8
+  ``\udcff``), then escaped as the exposition format says (``\\``, ``\"``, ``\n``): no control
+  byte reaches a scraper's parser or the terminal of whoever reads ``/metrics``.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from npuwatch.model import (
     Workload,
     WorkloadClass,
 )
+from npuwatch.text_safety import inert
 
 #: Labels of every per-chip series: npu-exporter's card labels that npu-smi can fill, plus
 #: npu-smi's own IDs (``npu_id`` can be 2048+ or sparse, so it is not the same as ``id``).
@@ -281,8 +286,23 @@ def render_age(age_s: Optional[float]) -> bytes:
 
 def _render(collector: Union[ViewCollector, _AgeCollector]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    registry.register(_InertLabels(collector))
     return generate_latest(registry)
+
+
+class _InertLabels:
+    """The families of ``collector`` with every label value inert (whatever family it is in)."""
+
+    def __init__(self, collector: Union[ViewCollector, _AgeCollector]) -> None:
+        self.collector = collector
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.collector.collect():
+            family.samples = [
+                sample._replace(labels={name: inert(value) for name, value in sample.labels.items()})
+                for sample in family.samples
+            ]
+            yield family
 
 
 def _level_family(snapshot: Snapshot) -> GaugeMetricFamily:

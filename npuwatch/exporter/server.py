@@ -29,6 +29,7 @@ from npuwatch.exporter.healthz import HealthzAnswer, judge_healthz, stale_after_
 from npuwatch.exporter.metrics import ExporterView, render, render_age
 from npuwatch.model import MetricStatus
 from npuwatch.poller import FailureLog, Poller
+from npuwatch.text_safety import inert
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -339,7 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, METRICS_CONTENT_TYPE, exporter.metrics_body(), head)
         elif path == "/healthz":
             answer = exporter.healthz()
-            self._send(answer.status, text, (answer.line + "\n").encode("utf-8"), head)
+            # The line quotes chip names and the source's messages: inert, as on every surface
+            # (a raw ESC or a byte that is not UTF-8 would reach the probe, or fail to encode).
+            self._send(answer.status, text, (inert(answer.line) + "\n").encode("utf-8"), head)
         elif path == "/snapshot":
             body = exporter.snapshot_body()
             if body is None:

@@ -254,6 +254,31 @@ def test_npu_smi_slow_is_a_warning():
     assert feed(AlertTracker(Thresholds(source_slow_s=1.0)), snap([chip(0)], probe=slow.probes[0]), 2)
 
 
+@pytest.mark.parametrize(
+    ("report", "message"),
+    [
+        (ProbeReport("dcmi", MetricStatus.OK, 3.14), "DCMI slow: 3.1 s"),
+        (
+            ProbeReport("dcmi", MetricStatus.TIMEOUT, 5.0, "a DCMI call did not return within 5 s"),
+            "DCMI hung: killed after 5.0 s — run `npuwatch doctor`",
+        ),
+        (
+            ProbeReport("dcmi", MetricStatus.ERROR, 0.1, "no such device"),
+            "DCMI failed: no such device — run `npuwatch doctor`",
+        ),
+        (
+            ProbeReport("dcmi", MetricStatus.ERROR, 0.1, "DCMI error -8005 (INNER_ERR): a long meaning"),
+            "DCMI error -8005 (INNER_ERR): a long meaning — run `npuwatch doctor`",
+        ),
+    ],
+)
+def test_the_source_alert_names_dcmi_when_dcmi_read_the_chips(report, message):
+    snapshot = replace(snap([chip(0)], probe=report), chip_source="dcmi")
+    alerts = feed(AlertTracker(), snapshot, 2)
+    assert [a.message for a in alerts] == [message]
+    assert "npu-smi" not in alerts[0].message + alerts[0].detail
+
+
 def test_chip_alerts_hold_while_npu_smi_fails_and_clear_after_it_answers():
     tracker = AlertTracker()
     alarm = chip(3, health=Health.ALARM, temperature_c=91)
@@ -527,6 +552,20 @@ def test_demo_npu_smi_hang_gives_one_critical_npu_smi_alert():
     assert kinds(alerts) == [(AlertKind.NPU_SMI, Severity.CRITICAL, None)]
     assert alerts[0].message.startswith("npu-smi hung: killed after 1.")
     assert alerts[0].message.endswith("— run `npuwatch doctor`")
+
+
+def test_demo_dcmi_hang_read_through_dcmi_alerts_dcmi_hung_not_npu_smi():
+    tracker = AlertTracker()
+    sampler = open_feed(FeedOptions(demo="dcmi-hang", timeout_s=1, backend="dcmi"))
+    try:
+        snapshot = sampler.sample()
+    finally:
+        sampler.close()
+    assert snapshot.chip_source == "dcmi"
+    alerts = tracker.update(snapshot)
+    assert kinds(alerts) == [(AlertKind.NPU_SMI, Severity.CRITICAL, None)]
+    assert alerts[0].message.startswith("DCMI hung: killed after 1.")
+    assert "npu-smi" not in alerts[0].message
 
 
 @pytest.mark.parametrize("scenario", ["no-driver", "container-missing-nodes"])

@@ -8,6 +8,8 @@ import time
 from dataclasses import replace
 from typing import List, Optional
 
+import pytest
+
 from npuwatch.chip_source import SourceReading
 from npuwatch.chip_state import STALE_AFTER_S
 from npuwatch.model import Health, MetricStatus, PcieLink
@@ -211,6 +213,20 @@ def test_a_chip_that_vanishes_stays_listed_with_the_reason(tmp_path):
     assert "fell off the bus" in gone.notes["power_w"].reason  # config space reads ff ff
     assert [c.identity.npu_id for c in snap.chips] == list(range(8))
     assert any("NPU 1" in w and "no longer lists" in w for w in snap.warnings)
+
+
+@pytest.mark.parametrize(("probe_name", "said"), [("dcmi", "DCMI"), ("npu-smi", "npu-smi")])
+def test_a_vanished_chip_is_said_missing_from_the_source_that_read_the_chips(tmp_path, probe_name, said):
+    table = parse_info(capture("001"))
+    chips = tuple(c for c in table.chips if c.identity.npu_id != 1)
+    without_npu_1 = SourceReading(replace(table, chips=chips).to_reading(), None, 0.2)
+    sampler, clock, source = make(tmp_path, [good(), without_npu_1])
+    source.probe_name = probe_name
+    sampler.sample()
+    clock.now += 1
+    gone = sampler.sample().chip(1)
+    assert gone is not None and gone.lost_reason is not None
+    assert gone.lost_reason.startswith(f"{said} no longer lists this chip")
 
 
 def test_a_link_that_trains_down_shows_on_its_chip_at_the_next_pci_refresh(tmp_path):

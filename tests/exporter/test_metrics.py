@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Dict, FrozenSet, Tuple
@@ -363,3 +365,41 @@ def test_npuwatch_info_names_the_backend():
     got = series(render(ExporterView(snapshot)))
     info = [dict(labels) for name, labels in got if name == "npuwatch_info"]
     assert info[0]["backend"] == "dcmi"
+
+
+#: A name as hostile as a source can make it: ESC sequences (clear screen, set the title), CR, a
+#: newline, a quote, a backslash, C1 and bidi controls and a byte that is not UTF-8 (decoded with
+#: surrogateescape, as npuwatch reads /proc and command output).
+HOSTILE = 'x\x1b[2J\x1b]0;pwn\x07\r\n"q" \\b \x9b\u202e' + b"\xff".decode("utf-8", "surrogateescape")
+
+
+def test_hostile_label_values_are_escaped_as_everywhere_else_and_the_exposition_parses():
+    from npuwatch.text_safety import inert
+
+    identity = ChipIdentity(0, 0, name=HOSTILE, bus_id=HOSTILE, logic_id=0)
+    hostile = ChipSample(identity, health=Health.OK, aicore_percent=50)
+    processes = (NpuProcess(0, 0, 4242, HOSTILE, 3120),)
+    snapshot = replace(
+        snap(hostile, processes=processes),
+        source=f"root:{HOSTILE}",
+        versions=Versions(npu_smi=HOSTILE, driver=HOSTILE),
+    )
+    body = render(ExporterView(snapshot, 0.1, None, {HOSTILE: 1}))
+    assert all(byte >= 0x20 or byte == 0x0A for byte in body), "a control byte reached the exposition"
+    assert b"\xc2\x9b" not in body and "\u202e".encode() not in body  # nor C1 or bidi controls
+    assert len(body.decode("utf-8").splitlines()) == len(body.splitlines())  # no line split
+    got = series(body)  # parses (prometheus_client's own parser)
+    shown = inert(HOSTILE)
+    assert got[chip_key("npu_chip_info_utilization", **{**labels_of(hostile), "model_name": shown,
+                                                        "pcie_bus_info": shown})] == 50.0  # fmt: skip
+    process = [dict(labels) for name, labels in got if name == "npu_chip_info_process_info"]
+    assert process[0]["process_name"] == shown and process[0]["model_name"] == shown
+    info = next(dict(labels) for name, labels in got if name == "npuwatch_info")
+    assert info["source"] == f"root:{shown}" and info["npu_smi_version"] == shown == info["driver_version"]
+    assert got[("npuwatch_probe_errors_total", frozenset({("probe", shown)}))] == 1
+    promtool = shutil.which("promtool")
+    if promtool is not None:  # the parser Prometheus itself uses
+        checked = subprocess.run(
+            [promtool, "check", "metrics"], input=body, capture_output=True, timeout=60, check=False
+        )
+        assert checked.returncode == 0 and b"error" not in checked.stderr + checked.stdout, checked

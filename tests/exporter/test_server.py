@@ -22,6 +22,7 @@ from npuwatch.exporter.metrics import HEALTH_CODES
 from npuwatch.exporter.server import Exporter
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.model import ChipIdentity, ChipSample, Health, MetricStatus, ProbeReport, Snapshot
+from npuwatch.text_safety import inert
 from tests.exporter.test_metrics import labels_of as chip_labels
 
 SCHEMA = json.loads(resources.files("npuwatch").joinpath("snapshot-v1.schema.json").read_text())
@@ -421,3 +422,31 @@ def test_an_ipv6_loopback_listens_in_brackets():
         with exporter:
             assert exporter.url.startswith("http://[::1]:")
             assert request(exporter, "/nope")[0] == 404
+
+
+def test_hostile_names_and_messages_reach_no_scraper_or_probe_as_control_bytes(serve):
+    """A chip name and a source message with ESC, CR, C1 and bidi controls and a byte that is not
+    UTF-8: /metrics parses and /healthz answers, both with those escaped (``\\x1b``), none raw."""
+    from tests.exporter.test_metrics import HOSTILE
+
+    failed = ProbeReport("npu-smi", MetricStatus.ERROR, 0.01, HOSTILE)
+    snapshot = Snapshot(
+        datetime.now(timezone.utc),
+        "scripted",
+        chips=(ChipSample(ChipIdentity(0, 0, name=HOSTILE), Health.ALARM),),
+        probes=(failed,),
+    )
+    exporter, _ = serve(feed=ScriptedFeed(lambda: snapshot))
+    wait_until(lambda: sampled(exporter))
+    for path in ("/metrics", "/healthz"):
+        _, _, body = request(exporter, path)
+        assert all(byte >= 0x20 or byte == 0x0A for byte in body), (path, body)
+        text = body.decode("utf-8")
+        assert "\x9b" not in text and "\u202e" not in text, (path, text)
+    status, _, body = request(exporter, "/healthz")
+    assert status == 503
+    assert body.decode().startswith("unhealthy: npu-smi error: x\\x1b[2J\\x1b]0;pwn\\x07")
+    got = series(request(exporter, "/metrics")[2])
+    assert [labels for name, labels in got if name == "npu_chip_info_health_status"] == [
+        frozenset({**chip_labels(snapshot.chips[0]), "model_name": inert(HOSTILE)}.items())
+    ]

@@ -169,7 +169,11 @@ def test_the_feeds_node_history_is_fetched_off_the_ui_thread_and_drawn():
     drive(feed, body)
 
 
-def test_a_feed_that_raises_shows_one_internal_error_line_and_the_view_keeps_running(monkeypatch):
+def test_a_feed_that_raises_shows_one_internal_error_line_and_the_view_keeps_running(
+    monkeypatch, tmp_path, capsys
+):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # the traceback file goes there
+
     class Broken(FakeFleetFeed):
         def sample(self):
             raise RuntimeError("boom")
@@ -185,7 +189,11 @@ def test_a_feed_that_raises_shows_one_internal_error_line_and_the_view_keeps_run
         asyncio.run(main())
 
     monkeypatch.setattr(FleetApp, "run", run)
-    assert run_fleet_app(Broken()) == 0  # the bug was shown in the view, never raised; q quits
+    # The bug was shown in the view, never raised, and q quits; an internal error is never exit 0.
+    assert run_fleet_app(Broken()) == 70
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 1
+    assert said[0].startswith("npuwatch: internal error in the fleet refresh: RuntimeError: boom")
 
 
 def test_a_long_reason_is_cut_so_every_column_stays_on_screen():

@@ -23,7 +23,6 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import DataTable, Input
 
-from npuwatch.crash import crash_line
 from npuwatch.fleet.model import FleetSnapshot
 from npuwatch.history import History
 from npuwatch.text_safety import inert
@@ -171,7 +170,7 @@ class FleetApp(LiveApp):
             fleet = self.feed.sample()
             self.histories.add(fleet, self._opened())
         except Exception as exc:  # the feed turns source failures into FleetSnapshot.error: a bug
-            self._post(FleetFailed(crash_line(exc, "the fleet refresh")))
+            self._post(FleetFailed(self.refresh_crash_line(exc, "the fleet refresh")))
             return
         self._post(FleetReady(fleet, time.monotonic() - started))
 

@@ -16,7 +16,6 @@ from textual.geometry import Size
 from textual.widgets import Input
 
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
-from npuwatch.crash import crash_line
 from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
 from npuwatch.model import Snapshot
@@ -162,7 +161,7 @@ class NpuwatchApp(LiveApp):
                 return
             snapshot = self.sampler.sample()
         except Exception as exc:  # the sampler contains environment problems; this is a bug
-            self._post(SamplerFailed(crash_line(exc, "sampling")))
+            self._post(SamplerFailed(self.refresh_crash_line(exc, "sampling")))
             return
         self._post(SnapshotReady(snapshot, time.monotonic() - started))
 

@@ -8,6 +8,13 @@ the terminal and on a wake-up pipe that stopping writes to, so an untouched dash
 there.  It still polls ten times a second for a moment after each key, as textual's does: a lone
 Escape is told from the start of an escape sequence by a timeout (textual's ``ESCDELAY``) that
 only a poll after the key can notice.
+
+Suspending (Ctrl-Z, ``kill -TSTP``) stops application mode the way quitting does, input thread and
+all, and ``fg`` starts it again with a new input thread: the wake-up pipe that stopping closed is
+opened again first, and a SIGCONT that follows no suspension of ours (``kill -STOP`` then
+``-CONT``) redraws instead of starting a second pair of threads.  An error on the input thread ends
+the app as an internal error (exit 70, one line: ``app_base``), never as textual's panic, which
+printed a screenful of traceback and exited 0.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import signal
 import time
 from codecs import getincrementaldecoder
 from threading import Event
@@ -38,9 +46,19 @@ class WakingEvent(Event):
 
     def __init__(self) -> None:
         super().__init__()
-        self.read_fd, self._write_fd = os.pipe()  # not inherited by children (PEP 446)
-        os.set_blocking(self.read_fd, False)
-        os.set_blocking(self._write_fd, False)
+        self.read_fd = self._write_fd = -1
+        self.open()
+
+    @property
+    def closed(self) -> bool:
+        return self.read_fd < 0
+
+    def open(self) -> None:
+        """Open the pipe if it is closed (a suspension closes it with the input thread it served)."""
+        if self.closed:
+            self.read_fd, self._write_fd = os.pipe()  # not inherited by children (PEP 446)
+            os.set_blocking(self.read_fd, False)
+            os.set_blocking(self._write_fd, False)
 
     def set(self) -> None:
         super().set()
@@ -56,8 +74,10 @@ class WakingEvent(Event):
     def close(self) -> None:
         """Close the pipe (the event still works as a plain event after this)."""
         for fd in (self.read_fd, self._write_fd):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.read_fd = self._write_fd = -1
 
 
 class QuietLinuxDriver(LinuxDriver):
@@ -67,6 +87,56 @@ class QuietLinuxDriver(LinuxDriver):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.exit_event = WakingEvent()
+        self._application_mode = False  # the terminal is ours: input and writer threads run
+        self._suspended = False  # application mode stopped by SIGTSTP, until SIGCONT starts it
+
+    def start_application_mode(self) -> None:
+        event = self.exit_event
+        if isinstance(event, WakingEvent):
+            event.open()  # closed by the suspension this start ends
+        before = self._key_thread
+        super().start_application_mode()
+        if self._key_thread is not before:  # textual returns early from a background job (bg)
+            self._application_mode, self._suspended = True, False
+
+    def stop_application_mode(self) -> None:
+        self._application_mode = False
+        super().stop_application_mode()
+
+    def suspend_application_mode(self) -> None:
+        self._suspended = True
+        super().suspend_application_mode()
+
+    def _sigtstp_application(self, *args: object) -> None:
+        """SIGTSTP: give the terminal back and stop (textual's), or only stop while application mode
+        is not running (before it starts, after the app ended, while ``App.suspend`` runs a program)."""
+        if self._application_mode:
+            super()._sigtstp_application(*args)
+        else:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _sigcont_application(self, *args: object) -> None:
+        """SIGCONT: start application mode again after our suspension.  After a stop we did not
+        see (``kill -STOP``) the threads still run: only the terminal is set up and drawn again."""
+        if not self._auto_restart:  # App.suspend runs a program and restarts the mode itself
+            return
+        if self._suspended:
+            self.resume_application_mode()
+        elif self._application_mode:
+            self.stop_application_mode()  # the shell may have reset the terminal meanwhile
+            self.resume_application_mode()
+            self._app.post_message(self.SignalResume())
+
+    def _run_input_thread(self) -> None:
+        """The input thread: an error in it ends the app as an internal error (``LiveApp.internal_error``);
+        textual's own wrapper made it a panic, which exits 0 after a screenful of traceback."""
+        try:
+            self.run_input_thread()
+        except BaseException as error:  # every error of this thread ends the app
+            report = getattr(self._app, "internal_error", None)
+            if report is None:  # pragma: no cover - only the live apps use this driver
+                raise
+            report(error)
 
     def close(self) -> None:
         super().close()
