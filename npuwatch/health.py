@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Sequence, Tuple
 
-from npuwatch.chip_source import ChipSource, SourceFailure
+from npuwatch.chip_source import ChipSource, SourceFailure, source_title
 from npuwatch.judge.fault_codes import worst_handling
 from npuwatch.judge.limits import Thresholds
 from npuwatch.judge.rules import ReasonKind, judge_chip
@@ -193,7 +193,7 @@ def chip_problems(
         found.append(
             Problem(
                 Reason.NO_CHIPS,
-                f"{'DCMI' if backend == 'dcmi' else 'npu-smi info'} lists no chip{detail}",
+                f"{source_title(backend)} lists no chip{detail}",
                 "run `npu-smi info` by hand; then `npuwatch doctor`",
             )
         )
@@ -203,7 +203,7 @@ def chip_problems(
         found.append(
             Problem(
                 Reason.CHIP_MISSING,
-                f"NPU {npu_id} not listed by {'DCMI' if backend == 'dcmi' else 'npu-smi'} (it lists {shown})",
+                f"NPU {npu_id} not listed by {source_title(backend)} (it lists {shown})",
                 "check --devices against `npu-smi info -l`; in a container, pass that NPU's /dev/davinciN",
                 npu_id=npu_id,
             )

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from npuwatch.chip_source import source_title
 from npuwatch.model import ChipSample
 from npuwatch.probes.devices import DevNodes, scan_dev
 from npuwatch.probes.pci import ASCEND_DRIVER, PciInventory, normalize_bdf, scan_pci
@@ -82,7 +83,7 @@ def unreported_chips(
     where = f"not listed: {named}; " if named else ""
     return Problem(
         Reason.CHIP_MISSING,
-        f"{source} lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
+        f"{source_title(source)} lists {len(keys)} of {machine.count} chips ({', '.join(machine.evidence)})",
         f"{where}a listing cut short or chips the driver lost: run `npu-smi info` by hand, check "
         "`dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )

@@ -21,7 +21,7 @@ from typing import (
     TypeVar,
 )
 
-from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading
+from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, source_title
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.judge.workload import WorkloadJudge
@@ -268,7 +268,7 @@ def _empty_is_a_failure(
         return outcome
     failure = SourceFailure(
         "no-chips",
-        f"{source_name} lists no chip; the machine has {has.count} ({', '.join(has.evidence)})",
+        f"{source_title(source_name)} lists no chip; the machine has {has.count} ({', '.join(has.evidence)})",
         "run `npu-smi info` by hand, check `dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )
     return replace(outcome, reading=None, failure=failure)

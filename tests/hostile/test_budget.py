@@ -179,7 +179,7 @@ def test_a_library_listing_no_chip_without_npu_smi_keeps_the_sysfs_chips_and_is_
     doc = json.loads(out)
     assert len(doc["chips"]) == 8  # from sysfs, each with the reason
     reasons = {chip["unavailable"]["temperature_c"] for chip in doc["chips"]}
-    assert all("dcmi lists no chip; the machine has 8" in reason for reason in reasons), reasons
+    assert all("DCMI lists no chip; the machine has 8" in reason for reason in reasons), reasons
     code, out, _err, _took_s = _npuwatch(
         "check", "--root", str(root), "--dcmi-lib", str(library), "--npu-smi", absent
     )
