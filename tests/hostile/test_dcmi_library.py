@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List
 
 import psutil
 import pytest
@@ -57,7 +57,7 @@ static int is(const char *wanted)
 }
 
 /* fork; the child calls setsid() and forks the daemon, which closes every descriptor (so no
-   pipe gives it away), writes its PID to $HOSTILE_MARK and sleeps for ever; the child exits. */
+   pipe gives it away), adds its PID to $HOSTILE_MARK and sleeps for ever; the child exits. */
 static void start_daemon(void)
 {
     pid_t child = fork();
@@ -67,7 +67,7 @@ static void start_daemon(void)
             for (int fd = 0; fd < 1024; fd++)
                 close(fd);
             char text[32];
-            int out = open(getenv("HOSTILE_MARK"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            int out = open(getenv("HOSTILE_MARK"), O_WRONLY | O_CREAT | O_APPEND, 0600);
             int n = snprintf(text, sizeof text, "%d\n", (int)getpid());
             if (out >= 0 && write(out, text, (size_t)n) == n)
                 close(out);
@@ -293,23 +293,32 @@ def test_garbage_memory_values_are_null_with_a_reason_and_a_warning(hostile: Pat
 # --- a setsid daemon ----------------------------------------------------------------------------
 
 
-def _daemon_pid(tmp_path: Path) -> int:
+def _daemons(tmp_path: Path) -> List[int]:
+    """The PIDs of every daemon the library started (one per worker that called dcmi_init)."""
     mark = tmp_path / "daemon.pid"
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError):
-            return int(mark.read_text())
+            lines = mark.read_text().splitlines()
+            if lines and all(line.strip().isdigit() for line in lines):
+                return [int(line) for line in lines]
         time.sleep(0.02)
     raise AssertionError("the library's daemon never started")
 
 
-def _kill(pid: Optional[int]) -> None:
-    """End a daemon a failed case left behind (only if it is still the hostile library's)."""
-    if pid is None:
-        return
-    with contextlib.suppress(psutil.Error, OSError):
-        if psutil.Process(pid).uids().real == os.getuid():
-            os.kill(pid, signal.SIGKILL)
+def _all_gone(pids: List[int]) -> List[int]:
+    """The PIDs still there after a generous deadline (``[]`` when all are gone)."""
+    return [pid for pid in pids if not gone(pid, within_s=DEADLINE_S)]
+
+
+def _kill(tmp_path: Path) -> None:
+    """End the daemons a failed case left behind (those that carry this test's mark file)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in (tmp_path / "daemon.pid").read_text().split():
+            with contextlib.suppress(psutil.Error, OSError):
+                environ = psutil.Process(int(line)).environ()
+                if environ.get("HOSTILE_MARK") == str(tmp_path / "daemon.pid"):
+                    os.kill(int(line), signal.SIGKILL)
 
 
 @pytest.mark.parametrize(
@@ -323,7 +332,6 @@ def _kill(pid: Optional[int]) -> None:
 def test_a_setsid_daemon_of_the_library_does_not_outlive_the_command(
     hostile: Path, tmp_path: Path, command: List[str], mode: str
 ) -> None:
-    pid = None
     try:
         subprocess.run(
             [sys.executable, "-m", "npuwatch", *command, "--backend", "dcmi", "--dcmi-lib", str(hostile)],
@@ -332,23 +340,24 @@ def test_a_setsid_daemon_of_the_library_does_not_outlive_the_command(
             timeout=120,
             env={**os.environ, **_environ(tmp_path, mode)},
         )
-        pid = _daemon_pid(tmp_path)
-        assert gone(pid, within_s=DEADLINE_S), f"the library's setsid daemon {pid} outlived npuwatch"
+        left = _all_gone(_daemons(tmp_path))
+        assert not left, f"the library's setsid daemons {left} outlived npuwatch"
     finally:
-        _kill(pid)
+        _kill(tmp_path)
 
 
 @pytest.mark.parametrize("mode", ["setsid-hang", "setsid-crash"])
 def test_a_setsid_daemon_dies_with_its_worker_while_npuwatch_runs(hostile: Path, tmp_path: Path, mode: str) -> None:
-    pid = None
     try:
         with _worker(hostile, _environ(tmp_path, mode), Bounds(), timeout_s=1.0) as worker:
             answer = worker.tick()  # hangs past the deadline (killed), or the library crashes
             assert isinstance(answer, WorkerFailure) and answer.kind in ("timeout", "crash"), answer
-            pid = _daemon_pid(tmp_path)
-            assert gone(pid, within_s=DEADLINE_S), f"the daemon {pid} outlived its {answer.kind} worker"
+            first = _daemons(tmp_path)[0]  # the failed worker's (a fresh worker starts its own)
+            assert gone(first, within_s=DEADLINE_S), f"the daemon {first} outlived its {answer.kind} worker"
+        left = _all_gone(_daemons(tmp_path))
+        assert not left, f"the daemons {left} outlived the closed worker"
     finally:
-        _kill(pid)
+        _kill(tmp_path)
 
 
 _PARENT = """
@@ -365,14 +374,14 @@ def test_a_setsid_daemon_dies_when_npuwatch_is_killed(hostile: Path, tmp_path: P
         env={**os.environ, **_environ(tmp_path, "setsid-hang")},
         start_new_session=True,
     )
-    pid = None
     try:
-        pid = _daemon_pid(tmp_path)  # the worker is in dcmi_get_device_health, for ever
+        pids = _daemons(tmp_path)  # the worker is in dcmi_get_device_health, for ever
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=DEADLINE_S)
-        assert gone(pid, within_s=DEADLINE_S), f"the daemon {pid} outlived a killed npuwatch"
+        left = _all_gone(pids)
+        assert not left, f"the daemons {left} outlived a killed npuwatch"
     finally:
         if parent.poll() is None:
             parent.kill()
         parent.wait()
-        _kill(pid)
+        _kill(tmp_path)
