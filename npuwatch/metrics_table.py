@@ -17,7 +17,6 @@ import enum
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Optional, Tuple
 
-
 #: The most memory (HBM or DDR) one chip can report, in MiB: 1 TiB, eight times the largest any
 #: Ascend chip has (the 950PR's 131072 MiB in capture 082; 64 GiB per 910B or A3 die; 48 GiB
 #: per 310P; docs/plausible-ranges.md).  Past it a total or a use is a garbled value (a DCMI

@@ -7,12 +7,14 @@ the worker's resident memory (``/proc/PID/statm``) and its CPU time, all threads
 killed and restarted (``worker.Worker``), and the read reports why.
 
 * **Memory: resident set, not address space.**  ``RLIMIT_AS`` set in the worker would bound what
-  it maps, not what it uses: glibc reserves 64 MiB of address space per thread arena (up to
-  8 × cores of them), a driver maps device windows and reserves shared-virtual-memory ranges
-  it never touches, and a limit makes ``malloc`` fail *inside* the driver, where a C library
-  may crash or leave its state half-done.  RSS is what a leak costs the machine, and a SIGKILL
-  from outside leaves nothing half-done in npuwatch.  The limit is generous
-  (``DEFAULT_MEMORY_LIMIT_BYTES``: a worker reading a 16-chip machine holds about 30 MiB).
+  it maps, not what it uses: glibc reserves 64 MiB of address space for each thread's malloc
+  arena (up to 8 × cores of them, mallopt(3) ``M_ARENA_MAX``), so a driver library that starts
+  a few threads needs hundreds of MiB it never touches, on top of the device windows it maps;
+  and a limit makes ``malloc`` fail *inside* the driver, where a C library may crash or leave
+  its state half-done.  RSS is what a leak costs the machine, and a SIGKILL from outside
+  leaves nothing half-done.  Measured: a worker reading the 16-chip ``--demo a3`` through the
+  fake library holds 23 MiB resident in 101 MiB of address space; the default limit
+  (``DEFAULT_MEMORY_LIMIT_BYTES``, 512 MiB) is twenty times that.
 * **CPU: what it burns beyond its requests.**  The worker is blocked on its request pipe
   between requests, and makes one call at a time during them: its CPU time cannot exceed the
   wall time of its requests.  What it uses beyond that, as a share of the wall time measured

@@ -98,6 +98,9 @@ RESTART_BACKOFF_MAX_S = 60.0
 #: How often npuwatch looks at the worker's memory while it waits for an answer (a leak inside
 #: one long call is caught within this, not only at the end of the call).
 LIMIT_CHECK_S = 0.25
+#: The bounds of a worker when none are given: ``bounds.DEFAULT_MEMORY_LIMIT_BYTES`` resident,
+#: ``bounds.DEFAULT_IDLE_CPU_SHARE`` of a core beyond its requests.
+DEFAULT_BOUNDS = Bounds()
 
 _HEADER = struct.Struct(">I")
 
@@ -183,7 +186,7 @@ class Worker:
         python: str = sys.executable,
         opener: str = DEFAULT_OPENER,
         clock: Callable[[], float] = time.monotonic,
-        bounds: Bounds = Bounds(),
+        bounds: Optional[Bounds] = None,
     ) -> None:
         self.library = library
         self.root = root
@@ -192,7 +195,7 @@ class Worker:
         self.start_grace_s = start_grace_s
         self.python = python
         self.opener = opener  # "module:function" (an ``Opener``): tests give a stand-in reader
-        self.bounds = bounds
+        self.bounds = DEFAULT_BOUNDS if bounds is None else bounds  # what it may use (``bounds``)
         self._meter: Optional[Meter] = None  # the running worker's use against ``bounds``
         self._clock = clock
         self._lock = threading.Lock()

@@ -49,5 +49,7 @@ def cc_library(folder: Path, name: str, source: str, *flags: str) -> Path:
     c_file = folder / (name + ".c")
     c_file.write_text(source)
     out = folder / name
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(c_file), *flags], check=True, timeout=120)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-o", str(out), str(c_file), *flags], check=True, timeout=120
+    )
     return out

@@ -168,7 +168,9 @@ def _environ(tmp_path: Path, mode: str) -> Dict[str, str]:
 
 
 @contextlib.contextmanager
-def _worker(library: Path, environ: Dict[str, str], bounds: Bounds, timeout_s: float = 10.0) -> Iterator[Worker]:
+def _worker(
+    library: Path, environ: Dict[str, str], bounds: Bounds, timeout_s: float = 10.0
+) -> Iterator[Worker]:
     worker = Worker(str(library), "/", timeout_s, environ, bounds=bounds)
     try:
         yield worker
@@ -205,7 +207,9 @@ class _PeakRss:
 # --- a leak -------------------------------------------------------------------------------------
 
 
-def test_a_leaking_library_gets_its_worker_restarted_at_the_memory_bound(hostile: Path, tmp_path: Path) -> None:
+def test_a_leaking_library_gets_its_worker_restarted_at_the_memory_bound(
+    hostile: Path, tmp_path: Path
+) -> None:
     limit = 128 * 2**20
     leak = LEAK_MIB * 2**20
     environ = _environ(tmp_path, "leak")
@@ -263,7 +267,18 @@ def test_a_library_thread_burning_a_core_gets_its_worker_restarted(
 
 def _snapshot(library: Path, environ: Dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "npuwatch", "snapshot", "--json", "--backend", "dcmi", "--dcmi-lib", str(library), *args],
+        [
+            sys.executable,
+            "-m",
+            "npuwatch",
+            "snapshot",
+            "--json",
+            "--backend",
+            "dcmi",
+            "--dcmi-lib",
+            str(library),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -272,7 +287,9 @@ def _snapshot(library: Path, environ: Dict[str, str], *args: str) -> subprocess.
 
 
 @pytest.mark.parametrize("mode", ["cards-negative", "cards-ff", "devices-negative", "devices-ff"])
-def test_impossible_counts_give_no_negative_and_no_phantom_chips(hostile: Path, tmp_path: Path, mode: str) -> None:
+def test_impossible_counts_give_no_negative_and_no_phantom_chips(
+    hostile: Path, tmp_path: Path, mode: str
+) -> None:
     done = _snapshot(hostile, _environ(tmp_path, mode))
     data = json.loads(done.stdout)
     assert data["chips"] == [], [(chip["npu_id"], chip["chip_id"]) for chip in data["chips"]]
@@ -347,7 +364,9 @@ def test_a_setsid_daemon_of_the_library_does_not_outlive_the_command(
 
 
 @pytest.mark.parametrize("mode", ["setsid-hang", "setsid-crash"])
-def test_a_setsid_daemon_dies_with_its_worker_while_npuwatch_runs(hostile: Path, tmp_path: Path, mode: str) -> None:
+def test_a_setsid_daemon_dies_with_its_worker_while_npuwatch_runs(
+    hostile: Path, tmp_path: Path, mode: str
+) -> None:
     try:
         with _worker(hostile, _environ(tmp_path, mode), Bounds(), timeout_s=1.0) as worker:
             answer = worker.tick()  # hangs past the deadline (killed), or the library crashes
