@@ -46,7 +46,9 @@ def test_more_used_than_the_total_is_set_aside() -> None:
 def test_memory_no_chip_has_is_set_aside_whatever_the_source() -> None:
     # DCMI's unsigned 64-bit sizes read as 0x7FFF… / 0xFFFF… (docs/plausible-ranges.md).
     checked, warnings = plausible(
-        _chip(hbm_total_mib=2**63 - 1, hbm_used_mib=2**64 - 1, memory_total_mib=2**32 - 1, hugepages_total=2**40)
+        _chip(
+            hbm_total_mib=2**63 - 1, hbm_used_mib=2**64 - 1, memory_total_mib=2**32 - 1, hugepages_total=2**40
+        )
     )
     assert (checked.hbm_total_mib, checked.hbm_used_mib, checked.memory_total_mib) == (None, None, None)
     assert checked.hugepages_total is None
