@@ -211,6 +211,7 @@ class Worker:
         self._last_failure: Optional[WorkerFailure] = None
         self._closed = False
         self.starts = 0  # how many workers were started (the first and every restart)
+        self._kills = 0  # how many were killed after a failure (``restarts``)
 
     # public -------------------------------------------------------------------------------------
 
@@ -222,8 +223,10 @@ class Worker:
 
     @property
     def restarts(self) -> int:
-        """How many workers were started after the first (a hang, a crash, a bound, a retry)."""
-        return max(0, self.starts - 1)
+        """How many workers npuwatch killed after a failure (a hang, a crash, an answer it could
+        not read, a bound), each to be replaced by a fresh one; a library that is missing or
+        whose ``dcmi_init`` refuses is retried, not counted."""
+        return self._kills
 
     @property
     def peak_rss_bytes(self) -> int:
@@ -523,6 +526,8 @@ class Worker:
         proc = self._proc
         if proc is None:
             return
+        if not polite:  # a failure: a hang, a crash, an unreadable answer, a bound
+            self._kills += 1
         self._proc = None
         self._ready = False
         self._buffer = bytearray()

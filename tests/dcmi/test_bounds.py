@@ -30,27 +30,40 @@ def test_memory_past_the_limit_is_the_reason_with_both_sizes():
     assert meter.peak_rss_bytes == int(1.2 * 2**30)
 
 
+def test_the_first_look_after_start_up_only_starts_the_window():
+    bounds = Bounds(memory_limit_bytes=None, idle_cpu_share=0.25, cpu_window_s=2.0)
+    # Start-up and whatever the worker does once after its start-up answers: never judged.
+    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 3.0), Usage(MIB, 3.1)))
+    assert meter.check(2.5) is None
+    assert meter.check(5.0) is None  # 0.1 s in the 2.5 s since: 4 %
+
+
 def test_cpu_time_spent_in_requests_is_never_held_against_the_worker():
-    bounds = Bounds(memory_limit_bytes=None, idle_cpu_share=0.5, cpu_window_s=2.0)
+    bounds = Bounds(memory_limit_bytes=None, idle_cpu_share=0.25, cpu_window_s=2.0)
     # 1.9 s of CPU in 2 s: but 1.9 s of it were requests (a slow machine, a big tick).
-    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 1.9)))
+    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 0.3), Usage(MIB, 2.2)))
+    assert meter.check(0.5) is None
     meter.busy(1.9)
-    assert meter.check(2.0) is None
+    assert meter.check(2.5) is None
 
 
 def test_cpu_burnt_while_idle_past_the_share_is_the_reason():
     bounds = Bounds(memory_limit_bytes=None, idle_cpu_share=0.5, cpu_window_s=2.0)
-    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 0.5), Usage(MIB, 2.3)))
+    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 0.3), Usage(MIB, 0.8), Usage(MIB, 2.6)))
+    assert meter.check(0.5) is None  # the first look
     meter.busy(0.1)
-    assert meter.check(1.0) is None  # shorter than the window: not judged yet
-    reason = meter.check(2.0)
-    assert reason is not None and reason.startswith("the DCMI worker used 110% of a CPU core with no call")
+    assert meter.check(1.5) is None  # shorter than the window: not judged yet
+    meter.busy(0.1)
+    reason = meter.check(2.5)
+    assert reason is not None and reason.startswith("the DCMI worker used 105% of a CPU core with no call")
     assert "(limit 50%)" in reason
 
 
 def test_a_window_is_judged_once_and_a_new_one_begins():
     bounds = Bounds(memory_limit_bytes=None, idle_cpu_share=0.5, cpu_window_s=1.0)
-    meter = Meter(bounds, 1, 0.0, Readings(Usage(MIB, 0.2), Usage(MIB, 0.3), Usage(MIB, 2.0)))
+    read = Readings(Usage(MIB, 0.0), Usage(MIB, 0.2), Usage(MIB, 0.3), Usage(MIB, 2.0))
+    meter = Meter(bounds, 1, 0.0, read)
+    assert meter.check(0.0) is None  # the first look
     assert meter.check(1.0) is None  # 0.2 s in 1 s
     assert meter.check(2.0) is None  # 0.1 s in the next second
     assert meter.check(3.0) is not None  # 1.7 s in the third
