@@ -228,12 +228,6 @@ class Worker:
         whose ``dcmi_init`` refuses is retried, not counted."""
         return self._kills
 
-    @property
-    def peak_rss_bytes(self) -> int:
-        """The most resident memory npuwatch saw the running worker hold (0 before a look)."""
-        meter = self._meter
-        return 0 if meter is None else meter.peak_rss_bytes
-
     def start(self) -> None:
         """Start the worker now, unless one runs (or the back-off says wait): it loads the library,
         calls ``dcmi_init`` and enumerates while npuwatch does other things."""
