@@ -66,6 +66,10 @@ class SourceReading:
     #: Why this reading came from a fallback backend (``auto`` read npu-smi because DCMI failed):
     #: the snapshot's ``backend_note``.  ``None`` for a reading from the chosen backend.
     note: Optional[str] = None
+    #: How many times the source restarted its reader process since it was opened (DCMI's worker,
+    #: after a hang, a crash or a memory or CPU bound): the ProbeReport's ``restarts``, the
+    #: exporter's ``npuwatch_worker_restarts_total``.  ``None``: the source runs no such process.
+    restarts: Optional[int] = None
 
 
 class ChipSource(Protocol):

@@ -17,6 +17,14 @@ import enum
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Optional, Tuple
 
+#: The most memory (HBM or DDR) one chip can report, in MiB: 1 TiB, eight times the largest any
+#: Ascend chip has (the 950PR's 131072 MiB in capture 082; 64 GiB per 910B or A3 die; 48 GiB
+#: per 310P; docs/plausible-ranges.md).  Past it a total or a use is a garbled value (a DCMI
+#: ``0xFFFFFFFFFFFFFFFF`` read as 1.8·10¹⁹ MiB), never a reading.
+MAX_CHIP_MEMORY_MIB = 2**20
+#: The most huge pages one chip can report: its whole memory in the smallest (2 MiB) pages.
+MAX_CHIP_HUGEPAGES = MAX_CHIP_MEMORY_MIB // 2
+
 
 class Scale(enum.Enum):
     """Where a metric's bar ends and what tops its graph."""
@@ -156,6 +164,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         column="Memory",
         exporter_name="npu_chip_info_hbm_used_memory",
         exporter_help="the npu hbm used memory, unit is 'MB'",
+        highest=MAX_CHIP_MEMORY_MIB,
     ),
     ChipMetric(
         "hbm_total_mib",
@@ -166,6 +175,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         total="hbm_total_mib",
         exporter_name="npu_chip_info_hbm_total_memory",
         exporter_help="the npu hbm total memory, unit is 'MB'",
+        highest=MAX_CHIP_MEMORY_MIB,
     ),
     ChipMetric(
         "memory_used_mib",
@@ -180,6 +190,7 @@ METRICS: Tuple[ChipMetric, ...] = (
         column="Memory",
         exporter_name="npu_chip_info_used_memory",
         exporter_help="the npu ddr used memory, unit is 'MB'",
+        highest=MAX_CHIP_MEMORY_MIB,
     ),
     ChipMetric(
         "memory_total_mib",
@@ -190,9 +201,20 @@ METRICS: Tuple[ChipMetric, ...] = (
         total="memory_total_mib",
         exporter_name="npu_chip_info_total_memory",
         exporter_help="the npu ddr total memory, unit is 'MB'",
+        highest=MAX_CHIP_MEMORY_MIB,
     ),
-    ChipMetric("hugepages_used", "pages", "Huge pages", "Huge pages", "HUGE", total="hugepages_total"),
-    ChipMetric("hugepages_total", "pages", "Huge pages total", "Huge pages total", "HUGE"),
+    ChipMetric(
+        "hugepages_used",
+        "pages",
+        "Huge pages",
+        "Huge pages",
+        "HUGE",
+        total="hugepages_total",
+        highest=MAX_CHIP_HUGEPAGES,
+    ),
+    ChipMetric(
+        "hugepages_total", "pages", "Huge pages total", "Huge pages total", "HUGE", highest=MAX_CHIP_HUGEPAGES
+    ),
     # --- the driver-only metrics (DCMI reads them; npu-smi's table prints none of them) ---------
     ChipMetric(
         "aicore_freq_mhz",

@@ -425,6 +425,9 @@ class ProbeReport:
     duration_s: Optional[float] = None
     message: Optional[str] = None
     found: Optional[int] = None  # how many things it found (PCI functions, chips), when it counts
+    #: How many times the probe restarted its reader process since it started (the DCMI worker);
+    #: ``None`` for a probe that runs no such process.
+    restarts: Optional[int] = None
 
 
 @dataclass(frozen=True)

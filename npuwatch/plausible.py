@@ -62,5 +62,13 @@ def capped(warnings: Iterable[str], limit: int) -> Tuple[str, ...]:
 
 def _range(low: Optional[float], high: Optional[float], unit: str) -> str:
     if high is None:
-        return f"at least {low:g} {unit}"
-    return f"{low:g} to {high:g} {unit}"
+        return f"at least {_bound(low)} {unit}"
+    if low is None:
+        return f"at most {_bound(high)} {unit}"
+    return f"{_bound(low)} to {_bound(high)} {unit}"
+
+
+def _bound(value: Optional[float]) -> str:
+    """A range's end as written in the metric table: ``1048576``, not ``1.04858e+06``."""
+    number = float(value or 0)
+    return str(int(number)) if number.is_integer() else f"{number:g}"

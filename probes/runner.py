@@ -2,6 +2,13 @@
 
 Every child runs in its own session and is registered while it lives; ``kill_all()`` (run at
 exit and by the CLI's signal handlers) kills every one, so nothing npuwatch starts outlives it.
+
+A process that calls ``setsid()`` leaves the child's group and session, and once its parent has
+exited it is no longer a descendant either.  So a long-lived child (the DCMI worker, which loads
+a library that may start daemons) can be started with a *mark*: a random token in the
+``MARK_VARIABLE`` environment variable, which every process it forks inherits.  Killing the
+child's tree then also kills every process of this user whose environment holds the mark
+(``/proc/PID/environ``), wherever it went; ``kill_all()`` sweeps every mark it ever issued.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import atexit
 import contextlib
 import errno
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -80,6 +88,20 @@ def python_module_argv(python: str, module: str, args: Sequence[str]) -> list[st
 _LIVE: Dict[int, subprocess.Popen[bytes]] = {}
 _ENDED: Set[int] = set()  # live children kill_all() killed: their run() stops waiting at once
 _LIVE_LOCK = threading.Lock()
+#: The environment variable that carries a child's mark to everything it starts (``new_mark``).
+MARK_VARIABLE = "NPUWATCH_CHILD_MARK"
+_MARKS: Dict[int, str] = {}  # live child's pid → its mark
+_ISSUED: Set[str] = set()  # every mark handed out: kill_all() sweeps them all at exit
+
+
+def new_mark() -> str:
+    """A fresh mark for one child: put it in the child's environment as ``MARK_VARIABLE`` and give
+    it to ``register_child``; every process the child starts inherits it (unless it replaces its
+    whole environment)."""
+    mark = secrets.token_hex(16)
+    with _LIVE_LOCK:
+        _ISSUED.add(mark)
+    return mark
 
 
 def kill_all() -> None:
@@ -92,22 +114,31 @@ def kill_all() -> None:
         with _LIVE_LOCK:
             children = list(_LIVE.values())
             _ENDED.update(proc.pid for proc in children)
+            marks = set(_ISSUED)
         for proc in children:
             _kill_tree(proc)
+        if marks:  # what a marked child started and that outlived it (it crashed, or was killed)
+            for pid in marked_processes(marks):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 atexit.register(kill_all)
 
 
-def register_child(proc: subprocess.Popen[bytes]) -> None:
+def register_child(proc: subprocess.Popen[bytes], mark: Optional[str] = None) -> None:
     """Count a long-lived child npuwatch started itself (the DCMI worker) among the live ones:
     ``kill_all()`` kills it, with all it spawned, at exit and on npuwatch's signals.
 
     Start it as ``run()`` starts its children: ``start_new_session=True`` (its own group).
+    ``mark``: the ``new_mark()`` in its environment: killing its tree kills the processes that
+    carry it too.
     """
     with _LIVE_LOCK:
         _LIVE[proc.pid] = proc
         _ENDED.discard(proc.pid)
+        if mark is not None:
+            _MARKS[proc.pid] = mark
 
 
 def forget_child(proc: subprocess.Popen[bytes]) -> None:
@@ -115,6 +146,7 @@ def forget_child(proc: subprocess.Popen[bytes]) -> None:
     with _LIVE_LOCK:
         _LIVE.pop(proc.pid, None)
         _ENDED.discard(proc.pid)
+        _MARKS.pop(proc.pid, None)
 
 
 def kill_tree(proc: subprocess.Popen[bytes]) -> None:
@@ -313,8 +345,14 @@ def _fd(pipe: Optional[object]) -> int:
 
 
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the child's group and session, its descendants, and whoever holds its pipes."""
+    """SIGKILL the child's group and session, its descendants, whoever holds its pipes, and every
+    process that carries its mark."""
     victims = _tree_of(proc)
+    with _LIVE_LOCK:
+        mark = _MARKS.get(proc.pid)
+    if mark is not None:
+        victims |= marked_processes({mark})
+        victims.discard(os.getpid())
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -338,6 +376,24 @@ def _tree_of(proc: subprocess.Popen[bytes]) -> Set[int]:
     for pid, (_ppid, sid) in table.items():
         if sid == proc.pid:
             found.add(pid)
+    _add_below(found, table)
+    if pipes:
+        found |= _holders(pipes, table)
+    found.discard(os.getpid())
+    found.discard(proc.pid)
+    return found
+
+
+def descendants(root: int) -> Set[int]:
+    """Every running process below ``root`` (by parent, from /proc), ``root`` not included."""
+    found: Set[int] = {root}
+    _add_below(found, _processes())
+    found.discard(root)
+    return found
+
+
+def _add_below(found: Set[int], table: Dict[int, tuple[int, int]]) -> None:
+    """Add to ``found`` every process below one already in it (``table``: pid → (ppid, sid))."""
     changed = True
     while changed:
         changed = False
@@ -345,10 +401,31 @@ def _tree_of(proc: subprocess.Popen[bytes]) -> Set[int]:
             if ppid in found and pid not in found:
                 found.add(pid)
                 changed = True
-    if pipes:
-        found |= _holders(pipes, table)
-    found.discard(os.getpid())
-    found.discard(proc.pid)
+
+
+def marked_processes(marks: Set[str]) -> Set[int]:
+    """The processes of this user whose environment carries one of ``marks`` (``new_mark``),
+    from ``/proc/PID/environ`` (other users' processes cannot be read, nor signalled); never
+    npuwatch itself."""
+    wanted = {f"{MARK_VARIABLE}={mark}".encode("ascii") for mark in marks}
+    found: Set[int] = set()
+    me, uid = os.getpid(), os.getuid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as environ:
+                entries = environ.read(1 << 20).split(b"\0")
+        except OSError:
+            continue
+        if wanted.intersection(entries):
+            found.add(int(name))
     return found
 
 

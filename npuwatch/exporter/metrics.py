@@ -89,6 +89,9 @@ class ExporterView:
     sample_duration_s: Optional[float] = None  # how long the latest ``sample()`` took
     sample_error: Optional[str] = None  # the latest ``sample()`` raised this instead
     probe_errors: Mapping[str, int] = field(default_factory=dict)  # non-OK reports per probe, since start
+    #: Per probe that runs a reader process (the DCMI worker), how many times it was restarted
+    #: since start: the most its reports said (``ProbeReport.restarts``).
+    restarts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
@@ -219,6 +222,16 @@ def own_families(view: ExporterView) -> List[Metric]:
     for probe, count in sorted(view.probe_errors.items()):
         errors.add_metric([probe], count)
     out.append(errors)
+    if view.restarts:
+        restarts = CounterMetricFamily(
+            "npuwatch_worker_restarts",
+            "Times a probe's reader process (the DCMI worker) was killed and started again since "
+            "start: a hung call, a crash, or past its memory or CPU bound.",
+            labels=("probe",),
+        )
+        for probe, count in sorted(view.restarts.items()):
+            restarts.add_metric([probe], count)
+        out.append(restarts)
     snapshot = view.snapshot
     if snapshot is not None:
         out.append(

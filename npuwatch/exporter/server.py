@@ -84,6 +84,7 @@ class Exporter:
         self._clock = clock
         self._published = _Published(ExporterView(), render(ExporterView()))
         self._probe_errors: Dict[str, int] = {}
+        self._restarts: Dict[str, int] = {}  # the most restarts each probe reported
         self._json_lock = threading.Lock()
         self._json: Optional[Tuple[_Published, bytes]] = None
         self._failures = FailureLog("npuwatch serve")
@@ -187,15 +188,20 @@ class Exporter:
             self._failures.warn(message, exc)
             self._probe_errors["sampler"] = self._probe_errors.get("sampler", 0) + 1
             previous = self._published.view.snapshot
-            view = ExporterView(previous, self._clock() - started, message, dict(self._probe_errors))
+            view = ExporterView(
+                previous, self._clock() - started, message, dict(self._probe_errors), dict(self._restarts)
+            )
             self._publish(view, self._published.started_at)
             return
         for report in snapshot.probes:
             failed = report.status is not MetricStatus.OK
             self._probe_errors[report.name] = self._probe_errors.get(report.name, 0) + int(failed)
-        self._publish(
-            ExporterView(snapshot, self._clock() - started, None, dict(self._probe_errors)), started
+            if report.restarts is not None:  # a counter: kept while another backend reads
+                self._restarts[report.name] = max(self._restarts.get(report.name, 0), report.restarts)
+        view = ExporterView(
+            snapshot, self._clock() - started, None, dict(self._probe_errors), dict(self._restarts)
         )
+        self._publish(view, started)
 
     def _publish(self, view: ExporterView, started_at: Optional[float]) -> None:
         try:

@@ -46,8 +46,11 @@ UNSUPPORTED = frozenset({abi.NOT_SUPPORT, abi.NOT_SUPPORT_IN_CONTAINER})
 TRANSIENT = frozenset({abi.TIME_OUT, abi.NOT_READY, abi.IS_UPGRADING})
 #: Most ticks a transient failure can make the reader skip a call.
 MAX_SKIPPED_TICKS = 30
-#: Most chips (device IDs) per card believed (an A3 card has 2, a 310P Duo 2 plus an MCU).
-MAX_DEVICES_PER_CARD = 64
+#: Most device IDs per card believed: an Ascend card has at most 4 chips (a 310 card and a 4P 950
+#: card), plus an MCU and a CPU unit; twice that is room for a board not seen yet
+#: (docs/plausible-ranges.md).  A card that counts more (or fewer than 0) lists garbage: none of
+#: its chips is believed, and the card's code is ``INVALID_VALUE``.
+MAX_DEVICES_PER_CARD = 12
 #: Spare room after lists the library fills (it is told the list's length, but may be wrong).
 _SPARE = abi.OUTPUT_BYTES
 
@@ -205,11 +208,16 @@ class Reader:
             count.value = 0
             older = self.library.call("dcmi_get_card_num_list", ctypes.pointer(count), cards, abi.MAX_CARDS)
             code = code if older == SYMBOL_MISSING else older
+        if code == 0 and not 0 <= count.value <= abi.MAX_CARDS:  # -1, 0xFF…: not a count of cards
+            code = INVALID_VALUE
         if code != 0:
             codes["card_list"] = code
             return []
-        listed = cards[: max(0, min(count.value, abi.MAX_CARDS))]
-        return list(dict.fromkeys(listed))  # the real card IDs: not necessarily 0..N-1
+        listed = cards[: count.value]
+        if any(card < 0 for card in listed):  # a card ID is never negative: a 0xFF-filled list
+            codes["card_list"] = INVALID_VALUE
+        # The real card IDs: not necessarily 0..N-1.
+        return list(dict.fromkeys(card for card in listed if card >= 0))
 
     def _devices(self, card: int) -> Tuple[List[int], int, int]:
         """The card's NPU device IDs, how many units were skipped, and the listing's code."""
@@ -222,11 +230,13 @@ class Reader:
             most.value = 0
             fallback = self.library.call("dcmi_get_device_num_in_card", card, ctypes.pointer(most))
             code = code if fallback == SYMBOL_MISSING else fallback
+        if code == 0 and not 0 <= most.value <= MAX_DEVICES_PER_CARD:
+            code = INVALID_VALUE  # a negative or 0xFF… count: no chip of it is believed
         if code != 0:
             return [], 0, code
         devices: List[int] = []
         skipped = 1 if mcu.value >= max(0, most.value) else 0  # an MCU outside the chip range
-        for device in range(max(0, min(most.value, MAX_DEVICES_PER_CARD))):
+        for device in range(most.value):
             if device == mcu.value or not self._is_npu(card, device):
                 skipped += 1
             else:

@@ -21,6 +21,7 @@ import typing
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
+from npuwatch.metrics_table import MAX_CHIP_MEMORY_MIB
 from npuwatch.model import (
     CHIP_METRICS,
     ChipError,
@@ -92,16 +93,18 @@ class DcmiSource:
     def read(self) -> SourceReading:
         started = time.monotonic()
         answer = self.worker.tick(reenumerate=self._reenumeration_due())
+        restarts = self.worker.restarts
         if isinstance(answer, WorkerFailure):
             self.last_timings = {}
-            return SourceReading(None, source_failure(answer), time.monotonic() - started)
+            failure = source_failure(answer)
+            return SourceReading(None, failure, time.monotonic() - started, restarts=restarts)
         self.last_timings = answer.timings
         if answer.enumerated:
             self._take_inventory(answer.inventory)
         reading, gone = self._reading(answer)
         if (gone or answer.inventory.card_codes) and self._soon_at is None:
             self._soon_at = self._clock()
-        return SourceReading(reading, None, time.monotonic() - started)
+        return SourceReading(reading, None, time.monotonic() - started, restarts=restarts)
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
         """None: DCMI has no equivalent of npu-smi's ``-t board|usages|common|health`` blocks."""
@@ -157,6 +160,9 @@ class DcmiSource:
             )
         for card, code in sorted(answer.inventory.card_codes.items()):
             warnings.append(f"NPU {card}: its chips could not be listed: {status.reason(code)}")
+        card_list = answer.inventory.codes.get("card_list")
+        if card_list is not None:
+            warnings.append(f"DCMI could not list the cards: {status.reason(card_list)}")
         reading = ChipReading(
             versions=self._versions,
             chips=tuple(chips),
@@ -283,16 +289,26 @@ def chip_error(record: records.ErrorCodeRecord) -> ChipError:
 def npu_processes(
     chip_identity: ChipIdentity, found: Tuple[records.ProcessRecord, ...]
 ) -> Tuple[NpuProcess, ...]:
-    """The chip's processes: PID and device memory (bytes → MiB, rounded down as npu-smi does)."""
+    """The chip's processes: PID and device memory (bytes → MiB, rounded down as npu-smi does).
+
+    A row with no real PID (0 or negative: a garbled list) is left out; a memory no chip can have
+    (past ``MAX_CHIP_MEMORY_MIB``) is ``None``.
+    """
     return tuple(
         NpuProcess(
             npu_id=chip_identity.npu_id,
             chip_id=chip_identity.chip_id,
             pid=record.pid,
-            npu_memory_mib=record.memory_bytes // 2**20,
+            npu_memory_mib=_process_mib(record.memory_bytes),
         )
         for record in found
+        if record.pid > 0
     )
+
+
+def _process_mib(memory_bytes: int) -> Optional[int]:
+    mib = memory_bytes // 2**20
+    return mib if 0 <= mib <= MAX_CHIP_MEMORY_MIB else None
 
 
 def _field_kinds() -> Tuple[FrozenSet[str], FrozenSet[str]]:

@@ -18,6 +18,35 @@ reader fills, or this module's ``InitOutcome``/``TickOutcome``.  At start the wo
 woken by that hang-up (it never wakes on a timer while npuwatch runs), sees its parent change
 (even while the main thread is stuck in the library).
 
+**Bounds.**  npuwatch measures the worker from its side after every answer and while it waits
+for one (``bounds``: resident memory from ``/proc/PID/statm``, CPU time beyond its requests from
+``/proc/PID/stat``); a worker past a bound is killed and the read fails with kind ``limit`` and
+the reason (``the DCMI worker used 1.2 GiB of memory (limit 512 MiB); it was killed and
+restarted``).  The next worker starts with the same back-off as after a crash
+(``restart_delay_s``); ``restarts`` counts them.
+
+**Nothing the library starts outlives npuwatch.**  Killing the worker's group is not enough: a
+library may fork a daemon that calls ``setsid()`` (a new session and group) and, once its
+parent exited, is not even a descendant of the worker any more.  So:
+
+* the worker makes itself a *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``, before the
+  library loads): an orphan of anything the library started is re-parented to the worker, not
+  to init, so while the worker lives every such process is its descendant, and killing the
+  worker's tree (``runner.kill_tree``: group, session, descendants, pipe holders) finds them;
+* every worker gets its own mark (``runner.new_mark``, in ``runner.MARK_VARIABLE``), which
+  everything it forks inherits: after the worker died first (a crash, the OOM killer), its
+  orphans are found by the mark in ``/proc/PID/environ`` and killed with the worker's tree, and
+  ``runner.kill_all()`` sweeps every mark at npuwatch's exit; the worker's own watchdog kills
+  its descendants and its mark's holders when npuwatch is gone;
+* what escapes both (a process that ``exec``s with a new environment *after* the worker died)
+  is the one gap left: a library that does that does it on purpose.
+
+A subreaper inherits zombies: an orphan that exits stays a zombie of the worker until the worker
+ends (it never ``wait``s for processes it did not start, which could steal the library's own
+children from its ``waitpid``).  ``PR_SET_PDEATHSIG`` is not used for the worker: the signal
+comes when the *thread* that started the worker ends (prctl(2)), and npuwatch starts workers from
+short-lived threads (the dashboard's opening thread); the watchdog covers npuwatch's end.
+
 The child side imports the standard library, ``records`` and, once running, the loader and the
 reader; never the model.
 """
@@ -41,6 +70,7 @@ from typing import Callable, List, Mapping, Optional, Protocol, Sequence, Tuple,
 
 from npuwatch.probes import runner
 from npuwatch.probes.dcmi import records
+from npuwatch.probes.dcmi.bounds import Bounds, Meter
 
 #: The module the worker process runs.
 MODULE = "npuwatch.probes.dcmi.worker"
@@ -65,6 +95,12 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Failures in a row a fresh worker is started after at once; then the wait doubles up to the cap.
 RESTARTS_AT_ONCE = 3
 RESTART_BACKOFF_MAX_S = 60.0
+#: How often npuwatch looks at the worker's memory while it waits for an answer (a leak inside
+#: one long call is caught within this, not only at the end of the call).
+LIMIT_CHECK_S = 0.25
+#: The bounds of a worker when none are given: ``bounds.DEFAULT_MEMORY_LIMIT_BYTES`` resident,
+#: ``bounds.DEFAULT_IDLE_CPU_SHARE`` of a core beyond its requests.
+DEFAULT_BOUNDS = Bounds()
 
 _HEADER = struct.Struct(">I")
 
@@ -98,7 +134,7 @@ class TickOutcome:
 @dataclass(frozen=True)
 class WorkerFailure:
     """Why the worker gave no tick: ``not-found``, ``load``, ``init``, ``permission``, ``timeout``,
-    ``crash`` or ``closed``."""
+    ``crash``, ``limit`` (past a memory or CPU bound) or ``closed``."""
 
     kind: str
     message: str
@@ -150,6 +186,7 @@ class Worker:
         python: str = sys.executable,
         opener: str = DEFAULT_OPENER,
         clock: Callable[[], float] = time.monotonic,
+        bounds: Optional[Bounds] = None,
     ) -> None:
         self.library = library
         self.root = root
@@ -158,6 +195,8 @@ class Worker:
         self.start_grace_s = start_grace_s
         self.python = python
         self.opener = opener  # "module:function" (an ``Opener``): tests give a stand-in reader
+        self.bounds = DEFAULT_BOUNDS if bounds is None else bounds  # what it may use (``bounds``)
+        self._meter: Optional[Meter] = None  # the running worker's use against ``bounds``
         self._clock = clock
         self._lock = threading.Lock()
         self._proc: Optional[subprocess.Popen[bytes]] = None
@@ -172,6 +211,7 @@ class Worker:
         self._last_failure: Optional[WorkerFailure] = None
         self._closed = False
         self.starts = 0  # how many workers were started (the first and every restart)
+        self._kills = 0  # how many were killed after a failure (``restarts``)
 
     # public -------------------------------------------------------------------------------------
 
@@ -180,6 +220,13 @@ class Worker:
         """The running worker's process ID (``None`` when none runs)."""
         proc = self._proc
         return None if proc is None else proc.pid
+
+    @property
+    def restarts(self) -> int:
+        """How many workers npuwatch killed after a failure (a hang, a crash, an answer it could
+        not read, a bound), each to be replaced by a fresh one; a library that is missing or
+        whose ``dcmi_init`` refuses is retried, not counted."""
+        return self._kills
 
     def start(self) -> None:
         """Start the worker now, unless one runs (or the back-off says wait): it loads the library,
@@ -249,15 +296,19 @@ class Worker:
             began = self._clock()
             self._receive_startup()
             timings["startup_s"] = self._clock() - began
+            self._busy(self._clock() - self._started_at)  # the interpreter's start, loading, init
         elif reenumerate:
             began = self._clock()
             self._send(("inventory",))
             self._take_inventory(self._receive("inventory", self._clock() + self.timeout_s, "enumeration"))
             timings["inventory_s"] = self._clock() - began
+            self._busy(timings["inventory_s"])
         began = self._clock()
         self._send(("tick",))
         outcome = self._receive("tick", self._clock() + self.timeout_s, "the tick's calls")
         timings["tick_s"] = self._clock() - began
+        self._busy(timings["tick_s"])
+        self._check_bounds(cpu=True)
         if not isinstance(outcome, TickOutcome) or self._inventory is None:
             raise _FailedError(self._protocol_failure(outcome))
         enumerated, self._enumerated = self._enumerated, False
@@ -312,9 +363,10 @@ class Worker:
             if message is not None:
                 return self._expect(kind, message)
             left = deadline - self._clock()
-            if left <= 0 or not _readable(fd, left):
+            if left <= 0 or not _readable(fd, min(left, LIMIT_CHECK_S)):
                 if self._clock() >= deadline:
                     raise _FailedError(self._timed_out(doing))
+                self._check_bounds(cpu=False)  # a call that leaks while it runs
                 continue
             try:
                 chunk = os.read(fd, 1 << 16)
@@ -370,6 +422,27 @@ class Worker:
             "the driver may be wedged: check `dmesg` and `npu-smi info`; npuwatch keeps running",
         )
 
+    def _busy(self, seconds: float) -> None:
+        if self._meter is not None:
+            self._meter.busy(seconds)
+
+    def _check_bounds(self, cpu: bool) -> None:
+        """``_FailedError`` (kind ``limit``) when the worker is past a bound: it is killed."""
+        meter = self._meter
+        reason = None if meter is None else meter.check(self._clock(), cpu)
+        if reason is None:
+            return
+        self._end(polite=False)
+        raise _FailedError(
+            WorkerFailure(
+                "limit",
+                f"{reason}; it was killed and restarted",
+                "the DCMI library leaks or keeps a thread busy: npuwatch restarts its worker "
+                "(waiting longer each time); use `--backend npu-smi` and report the driver "
+                "version (`npuwatch doctor`)",
+            )
+        )
+
     def _died(self) -> WorkerFailure:
         proc = self._proc
         code: Optional[int] = None
@@ -415,13 +488,14 @@ class Worker:
         argv = runner.python_module_argv(
             self.python, MODULE, [json.dumps(self.library), self.root, str(os.getpid()), self.opener]
         )
+        mark = runner.new_mark()  # inherited by all the library starts: found wherever it goes
         try:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env={**os.environ, **self.environ},
+                env={**os.environ, **self.environ, runner.MARK_VARIABLE: mark},
                 start_new_session=True,
                 close_fds=True,
             )
@@ -431,9 +505,10 @@ class Worker:
                 f"the DCMI worker could not start: {exc.strerror or exc}",
                 f"check that {self.python} runs",
             )
-        runner.register_child(proc)
+        runner.register_child(proc, mark)
         self._proc = proc
         self._started_at = self._clock()
+        self._meter = Meter(self.bounds, proc.pid, self._started_at)
         self._buffer = bytearray()
         self._ready = False
         self.starts += 1
@@ -445,6 +520,8 @@ class Worker:
         proc = self._proc
         if proc is None:
             return
+        if not polite:  # a failure: a hang, a crash, an unreadable answer, a bound
+            self._kills += 1
         self._proc = None
         self._ready = False
         self._buffer = bytearray()
@@ -597,6 +674,7 @@ def child_main(argv: Sequence[str]) -> int:
     os.dup2(null, 1)  # whatever the library prints goes nowhere, never into the protocol
     os.close(null)
     spec, root, parent, opener = json.loads(argv[0]), argv[1], int(argv[2]), argv[3]
+    _become_subreaper()  # before the library loads: its orphans stay the worker's descendants
     threading.Thread(target=_watch_parent, args=(parent, 0), name="watch-parent", daemon=True).start()
     channel = _Channel(0, answers)
     try:
@@ -749,11 +827,35 @@ def _watch_parent(parent: int, requests: int = 0) -> None:
 
 
 def _end_group() -> None:
-    """Kill the worker's process group (all the library started too), then the worker."""
+    """Kill all the library started (its descendants, whatever carries the worker's mark, its
+    process group), then the worker."""
+    mark = os.environ.get(runner.MARK_VARIABLE)
+    victims = runner.descendants(os.getpid())
+    if mark:
+        victims |= runner.marked_processes({mark})
+    for pid in victims:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     if os.getpgrp() == os.getpid():  # its own group (always, as Worker starts it)
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
     os._exit(0)
+
+
+#: prctl(2)'s option that makes a process the reaper of its descendants' orphans.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    """Make the worker the reaper of every orphan below it (Linux 3.4+; nothing elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        zero = ctypes.c_ulong(0)
+        libc.prctl(ctypes.c_int(_PR_SET_CHILD_SUBREAPER), ctypes.c_ulong(1), zero, zero, zero)
 
 
 if __name__ == "__main__":

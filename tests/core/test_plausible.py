@@ -41,3 +41,21 @@ def test_more_used_than_the_total_is_set_aside() -> None:
     assert warnings == (
         "NPU 0: implausible hbm_used_mib 70000: not shown or graphed (a broken sensor or a garbled table)",
     )
+
+
+def test_memory_no_chip_has_is_set_aside_whatever_the_source() -> None:
+    # DCMI's unsigned 64-bit sizes read as 0x7FFF… / 0xFFFF… (docs/plausible-ranges.md).
+    checked, warnings = plausible(
+        _chip(
+            hbm_total_mib=2**63 - 1, hbm_used_mib=2**64 - 1, memory_total_mib=2**32 - 1, hugepages_total=2**40
+        )
+    )
+    assert (checked.hbm_total_mib, checked.hbm_used_mib, checked.memory_total_mib) == (None, None, None)
+    assert checked.hugepages_total is None
+    assert checked.notes["hbm_total_mib"].reason == (
+        "implausible value 9.22337e+18 MiB (outside 0 to 1048576 MiB): not a real reading"
+    )
+    assert len(warnings) == 1 and "hbm_total_mib 9.22337e+18" in warnings[0]
+    # The largest chip there is (the 950PR's 128 GiB, capture 082) stays a reading.
+    good = _chip(hbm_total_mib=131072, hbm_used_mib=5239)
+    assert plausible(good) == (good, ())

@@ -32,3 +32,24 @@ def gone(pid: int, within_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def cc_library(folder: Path, name: str, source: str, *flags: str) -> Path:
+    """``source`` compiled with ``cc`` into ``folder/name`` (a shared library); the test is skipped
+    (or fails, where a compiler is required) without a compiler."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import need
+
+    compiler = shutil.which("cc")
+    need(compiler is not None, "a C compiler (cc) builds the test libraries")
+    assert compiler is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    c_file = folder / (name + ".c")
+    c_file.write_text(source)
+    out = folder / name
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-o", str(out), str(c_file), *flags], check=True, timeout=120
+    )
+    return out

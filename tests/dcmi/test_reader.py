@@ -451,6 +451,42 @@ def test_a_library_without_enumeration_says_why_and_lists_nothing():
     assert inventory.codes == {"card_list": SYMBOL_MISSING}
 
 
+class _GarbledCards(PyFake):
+    """A fake whose card list holds a negative ID among real ones, and whose card 5 counts 255
+    devices (docs/plausible-ranges.md: at most 4 chips a card, plus its MCU and CPU)."""
+
+    def dcmi_get_card_list(self, count, cards, length) -> int:
+        count[0] = 3
+        cards[0], cards[1], cards[2] = 0, -1, 5
+        return 0
+
+    def dcmi_get_device_id_in_card(self, card, most, mcu, cpu) -> int:
+        most[0] = 255 if card == 5 else self._count(card)
+        mcu[0] = cpu[0] = -1
+        return 0
+
+
+def test_impossible_card_ids_and_device_counts_list_no_chip_and_say_so():
+    fake = _GarbledCards({0: [FakeChip(0, 0, 0)], 5: [FakeChip(5, 0, 1)]})  # type: ignore[arg-type]
+    inventory = reader_for(fake).inventory()
+    assert [facts.ref.card_id for facts in inventory.chips] == [0]  # the real card keeps its chip
+    assert inventory.codes == {"card_list": INVALID_VALUE}  # the negative ID
+    assert inventory.card_codes == {5: INVALID_VALUE}  # 255 devices: none believed
+
+
+@pytest.mark.parametrize("count", [-1, abi.MAX_CARDS + 1, 0x7FFFFFFF])
+def test_a_card_count_outside_the_list_is_no_count_at_all(count):
+    class Counted(PyFake):
+        def dcmi_get_card_list(self, found, cards, length) -> int:
+            found[0] = count
+            cards[0] = 0
+            return 0
+
+    inventory = reader_for(Counted({0: [FakeChip(0, 0, 0)]})).inventory()  # type: ignore[arg-type]
+    assert inventory.chips == ()
+    assert inventory.codes == {"card_list": INVALID_VALUE}
+
+
 # --- one tick ------------------------------------------------------------------------------------
 
 

@@ -450,3 +450,29 @@ def test_hostile_names_and_messages_reach_no_scraper_or_probe_as_control_bytes(s
     assert [labels for name, labels in got if name == "npu_chip_info_health_status"] == [
         frozenset({**chip_labels(snapshot.chips[0]), "model_name": inert(HOSTILE)}.items())
     ]
+
+
+def test_worker_restarts_are_a_counter_that_holds_while_another_backend_reads():
+    def snapshot(*probes: ProbeReport) -> Snapshot:
+        return Snapshot(taken_at=datetime.now(timezone.utc), source="scripted", probes=probes)
+
+    script = iter(
+        [
+            snapshot(ProbeReport("dcmi", MetricStatus.OK, 0.01, restarts=0)),
+            snapshot(ProbeReport("dcmi", MetricStatus.ERROR, 0.01, "the DCMI worker used …", restarts=2)),
+            snapshot(ProbeReport("npu-smi", MetricStatus.OK, 0.2)),  # ``auto`` fell back: no DCMI report
+        ]
+    )
+    exporter = Exporter(ScriptedFeed(lambda: next(script)))
+    try:
+        key = ("npuwatch_worker_restarts_total", frozenset({("probe", "dcmi")}))
+        seen = []
+        for _ in range(3):
+            exporter.sample_now()
+            seen.append(series(exporter.metrics_body()).get(key))
+        assert seen == [0, 2, 2]
+        assert (
+            b"# HELP npuwatch_worker_restarts_total Times a probe's reader process" in exporter.metrics_body()
+        )
+    finally:
+        exporter.stop()

@@ -41,6 +41,7 @@ PROBE_MAY_IMPORT = (
     "npuwatch.model",  # the records probes fill in
     "npuwatch.chip_source",  # the backend-neutral chip-source contract (model layer) probes implement
     "npuwatch.chip_details",  # the on-demand details records chip sources answer with (model layer)
+    "npuwatch.metrics_table",  # the metric table's ranges (a DCMI process's memory ceiling; model layer)
 )
 #: Third-party modules a probe may import.
 PROBE_THIRD_PARTY = frozenset(
