@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from npuwatch.errors import UsageError
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
 from npuwatch.poller import ENDED, Poller
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
+from npuwatch.termination import Termination, stop_on_termination
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -67,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         stopped_by = "stopped"
         try:
-            with _stop_on_signals() as stop:
+            with stop_on_termination() as stop:
                 stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes, stop)
         except RecordingError as exc:
             stopped_by = str(exc)
@@ -94,50 +92,21 @@ def _same_file(first: str, second: str) -> bool:
         return False  # one of them does not exist: they cannot be the same file
 
 
-_STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
-
-
-class _Stop:
-    """Set by a stop signal: the loop ends after the line it is writing."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-
-    def handle(self, signum: int, _frame: Any) -> None:
-        self.signal_name = signal.Signals(signum).name
-        self.event.set()
-
-
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[_Stop]:
-    """SIGTERM, SIGHUP and SIGINT stop the recording with a clean close: exit 0, like ``serve``."""
-    stop = _Stop()
-    previous: Dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in _STOP_SIGNALS:
-            if hasattr(signal, name):
-                signum = getattr(signal, name)
-                previous[signum] = signal.signal(signum, stop.handle)
-    try:
-        yield stop
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _record(
     source: SnapshotFeed,
     writer: RecordingWriter,
     duration_s: Optional[float],
     limit_bytes: Optional[int],
-    stop: _Stop,
+    stop: Termination,
 ) -> str:
     """Sample and write until a limit or a stop signal; returns what stopped it."""
     full: List[str] = []  # why the size limit stopped it, once it has
 
     def tick() -> None:
-        data = writer.encode(source.sample())
+        snapshot = source.sample()
+        if stop.event.is_set():  # what a signal's kill cut short is no sample of the machine
+            return
+        data = writer.encode(snapshot)
         if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
             full.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
             poller.stop()
