@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, List, Optional
 
 from npuwatch.errors import UsageError
+from npuwatch.feed import ReplayControls
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
 from npuwatch.poller import ENDED, Poller
@@ -99,8 +100,10 @@ def _record(
     limit_bytes: Optional[int],
     stop: Termination,
 ) -> str:
-    """Sample and write until a limit or a stop signal; returns what stopped it."""
-    full: List[str] = []  # why the size limit stopped it, once it has
+    """Sample and write until a limit, the end of a replayed recording or a stop signal; returns
+    what stopped it."""
+    ended_by: List[str] = []  # why the size limit or the replay's end stopped it, once one has
+    replay = source if isinstance(source, ReplayControls) else None
 
     def tick() -> None:
         snapshot = source.sample()
@@ -108,16 +111,19 @@ def _record(
             return
         data = writer.encode(snapshot)
         if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
-            full.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
+            ended_by.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
             poller.stop()
             return
         writer.write_encoded(data)
+        if replay is not None and replay.finished:  # its last sample is written: nothing more comes
+            ended_by.append("end of the replayed recording")
+            poller.stop()
 
     ends_at = None if duration_s is None else time.monotonic() + duration_s
     poller = Poller(tick, lambda: source.interval_s, ends_at=ends_at, stop_event=stop.event)
     ended = poller.run()
-    if full:
-        return full[0]
+    if ended_by:
+        return ended_by[0]
     if ended == ENDED:
         return f"duration {duration_s:g} s reached"
     return f"stopped by {stop.signal_name}"
