@@ -14,6 +14,7 @@ from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
 from npuwatch.poller import ENDED, Poller
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
+from npuwatch.recording_file import check_output
 from npuwatch.termination import Termination, stop_on_termination
 
 if TYPE_CHECKING:
@@ -52,15 +53,17 @@ def run(args: argparse.Namespace) -> int:
     if replay is not None and _same_file(str(replay), args.file):
         raise RecordUsageError(f"record {args.file}: that is the file given to --replay {replay}")
     force = bool(getattr(args, "force", False))
-    if not force and os.path.isfile(args.file):
-        raise RecordUsageError(f"record {args.file}: the file already exists (pass --force to replace it)")
+    try:
+        check_output(args.file, overwrite=force)  # a link, or a file without --force: before any start
+    except RecordingExistsError as exc:
+        raise RecordUsageError(f"record: {exc}") from None
     limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
     # The source first: a bad --replay or --demo is a usage error before any file is made.
     with open_feed(FeedOptions.from_args(args)) as feed:
         try:
             writer = RecordingWriter(args.file, compress=True if args.gzip else None, overwrite=force)
         except RecordingExistsError as exc:  # made since the check above
-            raise RecordUsageError(str(exc)) from None
+            raise RecordUsageError(f"record: {exc}") from None
         except RecordingError as exc:
             print(f"npuwatch record: {exc}", file=sys.stderr)
             return 1
@@ -77,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
             writer.close()
             if not args.quiet:
                 size_kib = writer.bytes_written / 1024
+                kept = "; the file there was left as it was" if writer.kept_old_file else ""
                 print(
                     f"npuwatch record: {writer.lines} snapshots, {size_kib:.1f} KiB in {writer.path} "
-                    f"({stopped_by}). Replay: npuwatch --replay {writer.path}",
+                    f"({stopped_by}{kept}). Replay: npuwatch --replay {writer.path}",
                     file=sys.stderr,
                 )
     return 0

@@ -21,6 +21,13 @@ from typing import IO, Any, Callable, Iterator, List, Optional, Tuple, TypeVar, 
 
 from npuwatch import snapshot_json
 from npuwatch.model import Snapshot
+from npuwatch.recording_file import (  # noqa: F401 (the errors of recordings, named here too)
+    OutputFile,
+    RecordingBusyError,
+    RecordingError,
+    RecordingExistsError,
+    RecordingLinkError,
+)
 
 #: What a recording's line is read into (a Snapshot, a fleet snapshot).
 Parsed = TypeVar("Parsed")
@@ -42,10 +49,6 @@ MAX_LINE_BYTES = 16 << 20
 MAX_DECOMPRESSED_BYTES = 2 << 30
 #: Reading stops after this many snapshots: two days at 1 s.
 MAX_SNAPSHOTS = 2 * 86_400
-
-
-class RecordingError(Exception):
-    """A file that cannot be read or written as a recording; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +77,13 @@ def is_recording(path: Union[str, Path]) -> bool:
     return head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{")
 
 
-class RecordingExistsError(RecordingError):
-    """The file to record into already holds data and replacing it was not allowed."""
-
-
 class RecordingWriter:
     """Appends snapshots to a new NDJSON file, gzip-compressed when ``compress`` (or ``.gz``).
 
-    An existing regular file is replaced only when ``overwrite``; otherwise ``RecordingExistsError``.
+    The file is opened by ``recording_file.OutputFile``: never through a symbolic link
+    (``RecordingLinkError``), locked against a second recorder (``RecordingBusyError``), an
+    existing file replaced only when ``overwrite`` (else ``RecordingExistsError``) and then by a
+    new file renamed over it at its first line.
     A write that fails (a full disk) cuts the file back to its last complete line, so what was
     written before stays a valid recording, and raises ``RecordingError`` saying what was kept.
     """
@@ -91,7 +93,8 @@ class RecordingWriter:
     ) -> None:
         self.path = Path(path)
         self.compress = self.path.suffix == ".gz" if compress is None else compress
-        self._fd = _open_for_recording(self.path, overwrite)
+        self._output = OutputFile(self.path, overwrite)
+        self._fd = self._output.fd
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS) if self.compress else None
         self._pending: Optional[Tuple[bytes, Any]] = None
         self.lines = 0
@@ -123,6 +126,12 @@ class RecordingWriter:
         self._pending = None
         self.lines += 1
         self.bytes_written += len(data)
+        self._output.line_written()
+
+    @property
+    def kept_old_file(self) -> bool:
+        """True when ``overwrite`` found a file and nothing replaced it (no line was written)."""
+        return self._output.replacing
 
     def write(self, snapshot: Snapshot) -> None:
         """Append one snapshot as one line."""
@@ -142,9 +151,8 @@ class RecordingWriter:
                 except RecordingError:
                     pass  # no trailer: the reader reads a stream without one up to its last line
         finally:
-            fd, self._fd = self._fd, -1
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            self._fd = -1
+            self._output.close()
 
     def _write_all(self, data: bytes) -> None:
         """All of ``data`` or nothing: a failed write cuts off the part of it that reached the file."""
@@ -162,26 +170,6 @@ class RecordingWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _open_for_recording(path: Path, overwrite: bool) -> int:
-    """A write-only descriptor for ``path``; an existing regular file is truncated only when ``overwrite``."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    try:
-        if overwrite:
-            return os.open(path, flags | os.O_TRUNC, 0o666)
-        try:
-            return os.open(path, flags | os.O_EXCL, 0o666)
-        except FileExistsError:
-            if os.path.isfile(path):
-                raise RecordingExistsError(
-                    f"{path} already exists: not replacing it (pass --force to replace it)"
-                ) from None
-            return os.open(path, flags, 0o666)  # a device or a pipe (/dev/stdout): nothing to lose
-    except RecordingError:
-        raise
-    except OSError as exc:
-        raise RecordingError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _write_failure(path: Path, exc: OSError, lines: int) -> str:
