@@ -49,6 +49,8 @@ MAX_LINE_BYTES = 16 << 20
 MAX_DECOMPRESSED_BYTES = 2 << 30
 #: Reading stops after this many snapshots: two days at 1 s.
 MAX_SNAPSHOTS = 2 * 86_400
+#: At most this many lines are named in warnings.
+MAX_WARNINGS = 100
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ def read_documents(path: Path, parse: Callable[[Any], Parsed], what: str) -> Tup
         handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
-    reader = _StreamReader(path.name)
+    reader = StreamReader(path.name)
     with handle:
         return reader.documents(handle, parse, what), reader.warnings
 
@@ -213,34 +215,56 @@ def read_documents(path: Path, parse: Callable[[Any], Parsed], what: str) -> Tup
 _NON_BLANK = re.compile(rb"\S")
 
 
-class _StreamReader:
+#: Called while a gzip file is read, where its decoded stream may be resumed later: the bytes of
+#: the file read so far, the decoded bytes so far, and a copy of the decompressor there.
+Checkpoint = Callable[[int, int, Any], None]
+
+
+class StreamReader:
     """Reads one recording as a bounded stream of lines; collects what was wrong as warnings."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, checkpoint: Optional[Checkpoint] = None) -> None:
         self.name = name
         self.warnings: List[str] = []
         self.stopped = False  # a limit was met: the rest of the file is not read
+        self.checkpoint = checkpoint
+        self.compressed = False
 
     def documents(self, handle: IO[bytes], parse: Callable[[Any], Parsed], what: str) -> List[Parsed]:
         """What ``parse`` makes of every complete line, up to ``MAX_SNAPSHOTS``."""
         out: List[Parsed] = []
-        for number, line in self._lines(self._decoded(handle)):
+        for number, _offset, line in self.lines(handle):
             if len(out) >= MAX_SNAPSHOTS:
                 self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
                 break
             try:
                 out.append(parse(json.loads(line.decode("utf-8", errors="replace"))))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-                self.warnings.append(f"{self.name}: line {number} is not {what} ({_short(exc)}); skipped")
+                self.warn(f"{self.name}: line {number} is not {what} ({_short(exc)}); skipped")
         return out
+
+    def warn(self, text: str, last: bool = False) -> None:
+        """Keep ``text``, up to ``MAX_WARNINGS`` (a file of a million bad lines is one more);
+        ``last``: what ends the reading is always kept."""
+        if last or len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append(
+                f"{self.name}: more lines were skipped; only the first {MAX_WARNINGS} are named"
+            )
+
+    def lines(self, handle: IO[bytes]) -> Iterator[Tuple[int, int, bytes]]:
+        """(line number, offset in the decoded stream, bytes) of each complete, non-blank line."""
+        return self._lines(self._decoded(handle))
 
     def _stop(self, why: str) -> None:
         self.stopped = True
-        self.warnings.append(f"{self.name}: stopped reading {why}; the rest of the file is not replayed")
+        self.warn(f"{self.name}: stopped reading {why}; the rest of the file is not replayed", last=True)
 
     def _decoded(self, handle: IO[bytes]) -> Iterator[bytes]:
         """The file's bytes (gunzipped when it is gzip) in bounded chunks, up to the total limit."""
         head = handle.read(len(GZIP_MAGIC))
+        self.compressed = head == GZIP_MAGIC
         chunks = self._gunzipped(handle, head) if head == GZIP_MAGIC else self._plain(handle, head)
         total = 0
         for chunk in chunks:
@@ -263,26 +287,34 @@ class _StreamReader:
         """Decompress a gzip stream that may lack its end (a killed recorder wrote no trailer)."""
         inflate = zlib.decompressobj(_GZIP_WBITS)
         data = head
+        read = decoded = 0
         try:
             while not inflate.eof:
                 data += handle.read(_READ_CHUNK)
                 if not data:
                     return
+                read += len(data)
                 out = inflate.decompress(data, _OUT_CHUNK)  # bounded: a gzip bomb expands 1000×
                 while out:
+                    decoded += len(out)
                     yield out
                     out = inflate.decompress(inflate.unconsumed_tail, _OUT_CHUNK)
                 data = b""
+                if self.checkpoint is not None and not inflate.unconsumed_tail:
+                    self.checkpoint(read, decoded, inflate)
         except zlib.error as exc:
-            self.warnings.append(
-                f"{self.name}: the gzip data is damaged after some point ({exc}); read up to it"
+            self.warn(
+                f"{self.name}: the gzip data is damaged after some point ({exc}); read up to it", last=True
             )
 
-    def _lines(self, chunks: Iterator[bytes]) -> Iterator[Tuple[int, bytes]]:
-        """(line number, bytes) of each complete, non-blank line; runs of blanks are skipped in bulk."""
+    def _lines(self, chunks: Iterator[bytes]) -> Iterator[Tuple[int, int, bytes]]:
+        """(line number, offset, bytes) of each complete, non-blank line; runs of blanks are
+        skipped in bulk, and a line past ``MAX_LINE_BYTES`` is skipped without being held."""
         number = 0  # newlines passed
         pending = bytearray()
         too_long = False  # the current line passed MAX_LINE_BYTES: skip to its end
+        base = 0  # the decoded offset of the chunk's first byte
+        line_at = 0  # the decoded offset of the current line's first byte
         for chunk in chunks:
             pos, end = 0, len(chunk)
             while pos < end:
@@ -293,6 +325,7 @@ class _StreamReader:
                     pos = start
                     if found is None:
                         break
+                    line_at = base + pos
                 newline = chunk.find(b"\n", pos)
                 stop = end if newline < 0 else newline
                 if not too_long and len(pending) + stop - pos > MAX_LINE_BYTES:
@@ -303,15 +336,17 @@ class _StreamReader:
                     break
                 number += 1
                 if too_long:
-                    self.warnings.append(f"{self.name}: line {number} is {_too_long()}; skipped")
+                    self.warn(f"{self.name}: line {number} is {_too_long()}; skipped")
                 else:
-                    yield number, bytes(pending)
+                    yield number, line_at, bytes(pending)
                 too_long, pending, pos = False, bytearray(), newline + 1
+            base += end
         if too_long and not self.stopped:
-            self.warnings.append(f"{self.name}: line {number + 1} is {_too_long()} and has no end; ignored")
+            self.warn(f"{self.name}: line {number + 1} is {_too_long()} and has no end; ignored", last=True)
         elif pending and not self.stopped:
-            self.warnings.append(
-                f"{self.name}: the last line is incomplete (the recorder stopped mid-write); ignored"
+            self.warn(
+                f"{self.name}: the last line is incomplete (the recorder stopped mid-write); ignored",
+                last=True,
             )
 
 
