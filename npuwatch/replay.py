@@ -47,7 +47,9 @@ class _Store(Protocol):
     """What a replay reads: recorded snapshots by index, in play order, with their times."""
 
     path: Path
-    complete: bool
+
+    @property
+    def complete(self) -> bool: ...
 
     def count(self) -> int: ...
 
