@@ -82,6 +82,7 @@ class RecordingIndex:
         self._lines: Optional[Any] = None
         self._stopped = threading.Event()
         self._went_back = False
+        self._building = False  # build() runs (on a thread): it closes its handle itself
         self.complete = False
 
     # --- building --------------------------------------------------------------------------------
@@ -92,8 +93,14 @@ class RecordingIndex:
             self._next()
 
     def build(self) -> None:
-        """Index the rest of the file (until ``stop()``)."""
-        self.build_until(1 << 62)
+        """Index the rest of the file (until ``stop()``), then close what it read with."""
+        self._building = True
+        try:
+            self.build_until(1 << 62)
+        finally:
+            if self._lines is not None:
+                with contextlib.suppress(OSError):
+                    self._lines[0].close()
 
     def stop(self) -> None:
         self._stopped.set()
@@ -227,9 +234,12 @@ class RecordingIndex:
         return bytes(buffered[:length])
 
     def close(self) -> None:
+        """Stop building (a ``build()`` under way closes its own handle) and close the file."""
         self.stop()
         with contextlib.suppress(OSError):
             self._file.close()
+            if self._lines is not None and not self._building:
+                self._lines[0].close()
 
 
 class _Cursor:
