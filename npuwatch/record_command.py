@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from npuwatch.errors import UsageError
+from npuwatch.feed import ReplayControls
 from npuwatch.feeds import FeedOptions, open_feed
 from npuwatch.option_values import duration, megabytes
 from npuwatch.poller import ENDED, Poller
 from npuwatch.recording import RecordingError, RecordingExistsError, RecordingWriter
+from npuwatch.recording_file import check_output
+from npuwatch.termination import Termination, stop_on_termination
 
 if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
@@ -53,21 +53,23 @@ def run(args: argparse.Namespace) -> int:
     if replay is not None and _same_file(str(replay), args.file):
         raise RecordUsageError(f"record {args.file}: that is the file given to --replay {replay}")
     force = bool(getattr(args, "force", False))
-    if not force and os.path.isfile(args.file):
-        raise RecordUsageError(f"record {args.file}: the file already exists (pass --force to replace it)")
+    try:
+        check_output(args.file, overwrite=force)  # a link, or a file without --force: before any start
+    except RecordingExistsError as exc:
+        raise RecordUsageError(f"record: {exc}") from None
     limit_bytes = None if args.max_size_mb is None else round(args.max_size_mb * MIB)
     # The source first: a bad --replay or --demo is a usage error before any file is made.
     with open_feed(FeedOptions.from_args(args)) as feed:
         try:
             writer = RecordingWriter(args.file, compress=True if args.gzip else None, overwrite=force)
         except RecordingExistsError as exc:  # made since the check above
-            raise RecordUsageError(str(exc)) from None
+            raise RecordUsageError(f"record: {exc}") from None
         except RecordingError as exc:
             print(f"npuwatch record: {exc}", file=sys.stderr)
             return 1
         stopped_by = "stopped"
         try:
-            with _stop_on_signals() as stop:
+            with stop_on_termination() as stop:
                 stopped_by = _record(feed, writer, getattr(args, "duration", None), limit_bytes, stop)
         except RecordingError as exc:
             stopped_by = str(exc)
@@ -78,9 +80,10 @@ def run(args: argparse.Namespace) -> int:
             writer.close()
             if not args.quiet:
                 size_kib = writer.bytes_written / 1024
+                kept = "; the file there was left as it was" if writer.kept_old_file else ""
                 print(
                     f"npuwatch record: {writer.lines} snapshots, {size_kib:.1f} KiB in {writer.path} "
-                    f"({stopped_by}). Replay: npuwatch --replay {writer.path}",
+                    f"({stopped_by}{kept}). Replay: npuwatch --replay {writer.path}",
                     file=sys.stderr,
                 )
     return 0
@@ -94,61 +97,37 @@ def _same_file(first: str, second: str) -> bool:
         return False  # one of them does not exist: they cannot be the same file
 
 
-_STOP_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
-
-
-class _Stop:
-    """Set by a stop signal: the loop ends after the line it is writing."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-
-    def handle(self, signum: int, _frame: Any) -> None:
-        self.signal_name = signal.Signals(signum).name
-        self.event.set()
-
-
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[_Stop]:
-    """SIGTERM, SIGHUP and SIGINT stop the recording with a clean close: exit 0, like ``serve``."""
-    stop = _Stop()
-    previous: Dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for name in _STOP_SIGNALS:
-            if hasattr(signal, name):
-                signum = getattr(signal, name)
-                previous[signum] = signal.signal(signum, stop.handle)
-    try:
-        yield stop
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _record(
     source: SnapshotFeed,
     writer: RecordingWriter,
     duration_s: Optional[float],
     limit_bytes: Optional[int],
-    stop: _Stop,
+    stop: Termination,
 ) -> str:
-    """Sample and write until a limit or a stop signal; returns what stopped it."""
-    full: List[str] = []  # why the size limit stopped it, once it has
+    """Sample and write until a limit, the end of a replayed recording or a stop signal; returns
+    what stopped it."""
+    ended_by: List[str] = []  # why the size limit or the replay's end stopped it, once one has
+    replay = source if isinstance(source, ReplayControls) else None
 
     def tick() -> None:
-        data = writer.encode(source.sample())
+        snapshot = source.sample()
+        if stop.event.is_set():  # what a signal's kill cut short is no sample of the machine
+            return
+        data = writer.encode(snapshot)
         if limit_bytes is not None and writer.bytes_written + len(data) > limit_bytes:
-            full.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
+            ended_by.append(f"--max-size {limit_bytes / MIB:.4g} MB reached")
             poller.stop()
             return
         writer.write_encoded(data)
+        if replay is not None and replay.finished:  # its last sample is written: nothing more comes
+            ended_by.append("end of the replayed recording")
+            poller.stop()
 
     ends_at = None if duration_s is None else time.monotonic() + duration_s
     poller = Poller(tick, lambda: source.interval_s, ends_at=ends_at, stop_event=stop.event)
     ended = poller.run()
-    if full:
-        return full[0]
+    if ended_by:
+        return ended_by[0]
     if ended == ENDED:
         return f"duration {duration_s:g} s reached"
     return f"stopped by {stop.signal_name}"

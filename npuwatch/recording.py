@@ -21,6 +21,13 @@ from typing import IO, Any, Callable, Iterator, List, Optional, Tuple, TypeVar, 
 
 from npuwatch import snapshot_json
 from npuwatch.model import Snapshot
+from npuwatch.recording_file import (  # noqa: F401 (the errors of recordings, named here too)
+    OutputFile,
+    RecordingBusyError,
+    RecordingError,
+    RecordingExistsError,
+    RecordingLinkError,
+)
 
 #: What a recording's line is read into (a Snapshot, a fleet snapshot).
 Parsed = TypeVar("Parsed")
@@ -42,10 +49,8 @@ MAX_LINE_BYTES = 16 << 20
 MAX_DECOMPRESSED_BYTES = 2 << 30
 #: Reading stops after this many snapshots: two days at 1 s.
 MAX_SNAPSHOTS = 2 * 86_400
-
-
-class RecordingError(Exception):
-    """A file that cannot be read or written as a recording; the message says why."""
+#: At most this many lines are named in warnings.
+MAX_WARNINGS = 100
 
 
 @dataclass(frozen=True)
@@ -74,14 +79,13 @@ def is_recording(path: Union[str, Path]) -> bool:
     return head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{")
 
 
-class RecordingExistsError(RecordingError):
-    """The file to record into already holds data and replacing it was not allowed."""
-
-
 class RecordingWriter:
     """Appends snapshots to a new NDJSON file, gzip-compressed when ``compress`` (or ``.gz``).
 
-    An existing regular file is replaced only when ``overwrite``; otherwise ``RecordingExistsError``.
+    The file is opened by ``recording_file.OutputFile``: never through a symbolic link
+    (``RecordingLinkError``), locked against a second recorder (``RecordingBusyError``), an
+    existing file replaced only when ``overwrite`` (else ``RecordingExistsError``) and then by a
+    new file renamed over it at its first line.
     A write that fails (a full disk) cuts the file back to its last complete line, so what was
     written before stays a valid recording, and raises ``RecordingError`` saying what was kept.
     """
@@ -91,7 +95,8 @@ class RecordingWriter:
     ) -> None:
         self.path = Path(path)
         self.compress = self.path.suffix == ".gz" if compress is None else compress
-        self._fd = _open_for_recording(self.path, overwrite)
+        self._output = OutputFile(self.path, overwrite)
+        self._fd = self._output.fd
         self._deflate = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS) if self.compress else None
         self._pending: Optional[Tuple[bytes, Any]] = None
         self.lines = 0
@@ -123,6 +128,12 @@ class RecordingWriter:
         self._pending = None
         self.lines += 1
         self.bytes_written += len(data)
+        self._output.line_written()
+
+    @property
+    def kept_old_file(self) -> bool:
+        """True when ``overwrite`` found a file and nothing replaced it (no line was written)."""
+        return self._output.replacing
 
     def write(self, snapshot: Snapshot) -> None:
         """Append one snapshot as one line."""
@@ -142,9 +153,8 @@ class RecordingWriter:
                 except RecordingError:
                     pass  # no trailer: the reader reads a stream without one up to its last line
         finally:
-            fd, self._fd = self._fd, -1
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            self._fd = -1
+            self._output.close()
 
     def _write_all(self, data: bytes) -> None:
         """All of ``data`` or nothing: a failed write cuts off the part of it that reached the file."""
@@ -162,26 +172,6 @@ class RecordingWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _open_for_recording(path: Path, overwrite: bool) -> int:
-    """A write-only descriptor for ``path``; an existing regular file is truncated only when ``overwrite``."""
-    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    try:
-        if overwrite:
-            return os.open(path, flags | os.O_TRUNC, 0o666)
-        try:
-            return os.open(path, flags | os.O_EXCL, 0o666)
-        except FileExistsError:
-            if os.path.isfile(path):
-                raise RecordingExistsError(
-                    f"{path} already exists: not replacing it (pass --force to replace it)"
-                ) from None
-            return os.open(path, flags, 0o666)  # a device or a pipe (/dev/stdout): nothing to lose
-    except RecordingError:
-        raise
-    except OSError as exc:
-        raise RecordingError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _write_failure(path: Path, exc: OSError, lines: int) -> str:
@@ -217,7 +207,7 @@ def read_documents(path: Path, parse: Callable[[Any], Parsed], what: str) -> Tup
         handle = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise RecordingError(f"cannot read the recording {path}: {exc.strerror or exc}") from None
-    reader = _StreamReader(path.name)
+    reader = StreamReader(path.name)
     with handle:
         return reader.documents(handle, parse, what), reader.warnings
 
@@ -225,34 +215,56 @@ def read_documents(path: Path, parse: Callable[[Any], Parsed], what: str) -> Tup
 _NON_BLANK = re.compile(rb"\S")
 
 
-class _StreamReader:
+#: Called while a gzip file is read, where its decoded stream may be resumed later: the bytes of
+#: the file read so far, the decoded bytes so far, and a copy of the decompressor there.
+Checkpoint = Callable[[int, int, Any], None]
+
+
+class StreamReader:
     """Reads one recording as a bounded stream of lines; collects what was wrong as warnings."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, checkpoint: Optional[Checkpoint] = None) -> None:
         self.name = name
         self.warnings: List[str] = []
         self.stopped = False  # a limit was met: the rest of the file is not read
+        self.checkpoint = checkpoint
+        self.compressed = False
 
     def documents(self, handle: IO[bytes], parse: Callable[[Any], Parsed], what: str) -> List[Parsed]:
         """What ``parse`` makes of every complete line, up to ``MAX_SNAPSHOTS``."""
         out: List[Parsed] = []
-        for number, line in self._lines(self._decoded(handle)):
+        for number, _offset, line in self.lines(handle):
             if len(out) >= MAX_SNAPSHOTS:
                 self._stop(f"at line {number}: a replay keeps at most {MAX_SNAPSHOTS} snapshots")
                 break
             try:
                 out.append(parse(json.loads(line.decode("utf-8", errors="replace"))))
             except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
-                self.warnings.append(f"{self.name}: line {number} is not {what} ({_short(exc)}); skipped")
+                self.warn(f"{self.name}: line {number} is not {what} ({_short(exc)}); skipped")
         return out
+
+    def warn(self, text: str, last: bool = False) -> None:
+        """Keep ``text``, up to ``MAX_WARNINGS`` (a file of a million bad lines is one more);
+        ``last``: what ends the reading is always kept."""
+        if last or len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+        elif len(self.warnings) == MAX_WARNINGS:
+            self.warnings.append(
+                f"{self.name}: more lines were skipped; only the first {MAX_WARNINGS} are named"
+            )
+
+    def lines(self, handle: IO[bytes]) -> Iterator[Tuple[int, int, bytes]]:
+        """(line number, offset in the decoded stream, bytes) of each complete, non-blank line."""
+        return self._lines(self._decoded(handle))
 
     def _stop(self, why: str) -> None:
         self.stopped = True
-        self.warnings.append(f"{self.name}: stopped reading {why}; the rest of the file is not replayed")
+        self.warn(f"{self.name}: stopped reading {why}; the rest of the file is not replayed", last=True)
 
     def _decoded(self, handle: IO[bytes]) -> Iterator[bytes]:
         """The file's bytes (gunzipped when it is gzip) in bounded chunks, up to the total limit."""
         head = handle.read(len(GZIP_MAGIC))
+        self.compressed = head == GZIP_MAGIC
         chunks = self._gunzipped(handle, head) if head == GZIP_MAGIC else self._plain(handle, head)
         total = 0
         for chunk in chunks:
@@ -275,26 +287,34 @@ class _StreamReader:
         """Decompress a gzip stream that may lack its end (a killed recorder wrote no trailer)."""
         inflate = zlib.decompressobj(_GZIP_WBITS)
         data = head
+        read = decoded = 0
         try:
             while not inflate.eof:
                 data += handle.read(_READ_CHUNK)
                 if not data:
                     return
+                read += len(data)
                 out = inflate.decompress(data, _OUT_CHUNK)  # bounded: a gzip bomb expands 1000×
                 while out:
+                    decoded += len(out)
                     yield out
                     out = inflate.decompress(inflate.unconsumed_tail, _OUT_CHUNK)
                 data = b""
+                if self.checkpoint is not None and not inflate.unconsumed_tail:
+                    self.checkpoint(read, decoded, inflate)
         except zlib.error as exc:
-            self.warnings.append(
-                f"{self.name}: the gzip data is damaged after some point ({exc}); read up to it"
+            self.warn(
+                f"{self.name}: the gzip data is damaged after some point ({exc}); read up to it", last=True
             )
 
-    def _lines(self, chunks: Iterator[bytes]) -> Iterator[Tuple[int, bytes]]:
-        """(line number, bytes) of each complete, non-blank line; runs of blanks are skipped in bulk."""
+    def _lines(self, chunks: Iterator[bytes]) -> Iterator[Tuple[int, int, bytes]]:
+        """(line number, offset, bytes) of each complete, non-blank line; runs of blanks are
+        skipped in bulk, and a line past ``MAX_LINE_BYTES`` is skipped without being held."""
         number = 0  # newlines passed
         pending = bytearray()
         too_long = False  # the current line passed MAX_LINE_BYTES: skip to its end
+        base = 0  # the decoded offset of the chunk's first byte
+        line_at = 0  # the decoded offset of the current line's first byte
         for chunk in chunks:
             pos, end = 0, len(chunk)
             while pos < end:
@@ -305,6 +325,7 @@ class _StreamReader:
                     pos = start
                     if found is None:
                         break
+                    line_at = base + pos
                 newline = chunk.find(b"\n", pos)
                 stop = end if newline < 0 else newline
                 if not too_long and len(pending) + stop - pos > MAX_LINE_BYTES:
@@ -315,15 +336,17 @@ class _StreamReader:
                     break
                 number += 1
                 if too_long:
-                    self.warnings.append(f"{self.name}: line {number} is {_too_long()}; skipped")
+                    self.warn(f"{self.name}: line {number} is {_too_long()}; skipped")
                 else:
-                    yield number, bytes(pending)
+                    yield number, line_at, bytes(pending)
                 too_long, pending, pos = False, bytearray(), newline + 1
+            base += end
         if too_long and not self.stopped:
-            self.warnings.append(f"{self.name}: line {number + 1} is {_too_long()} and has no end; ignored")
+            self.warn(f"{self.name}: line {number + 1} is {_too_long()} and has no end; ignored", last=True)
         elif pending and not self.stopped:
-            self.warnings.append(
-                f"{self.name}: the last line is incomplete (the recorder stopped mid-write); ignored"
+            self.warn(
+                f"{self.name}: the last line is incomplete (the recorder stopped mid-write); ignored",
+                last=True,
             )
 
 

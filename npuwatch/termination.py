@@ -1,12 +1,16 @@
 """Provides how npuwatch ends on SIGTERM, SIGHUP and SIGINT: children first, then the command.
 
-Every command unwinds like Ctrl-C (``raise_on_termination``), so a demo's tree is removed and
-nothing npuwatch started outlives it.  A textual app must not be unwound that way: a SystemExit
-raised by a handler lands wherever the event loop happens to be, and when it escapes the app's
-run loop textual never stops its driver, whose input and writer threads are not daemons — the
-process then cannot exit (seen under load: a dashboard alive minutes after SIGTERM, its input
-thread spinning on the closed terminal).  ``call_on_termination`` lets the dashboard ask its app
-to exit from the loop itself instead.
+Every handler first kills every child npuwatch started (a hung npu-smi, the DCMI worker) and
+stops new ones from starting (``runner.end_all``): a sampling thread inside a hung run returns at
+once, whatever ``--timeout`` is, and its next step starts nothing.  Then every command unwinds
+like Ctrl-C (``raise_on_termination``), so a demo's tree is removed and nothing npuwatch started
+outlives it; ``record`` and ``serve`` instead close cleanly and exit 0 (``stop_on_termination``).
+
+A textual app must not be unwound that way: a SystemExit raised by a handler lands wherever the
+event loop happens to be, and when it escapes the app's run loop textual never stops its driver,
+whose input and writer threads are not daemons — the process then cannot exit (seen under load:
+a dashboard alive minutes after SIGTERM, its input thread spinning on the closed terminal).
+``call_on_termination`` lets the dashboard ask its app to exit from the loop itself instead.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 #: The signals that end npuwatch: docker stop / kill, a closed terminal, Ctrl-C from outside.
 SIGNAL_NAMES = ("SIGTERM", "SIGHUP", "SIGINT")
@@ -38,9 +42,9 @@ def _end_after(grace_s: float, code: int) -> None:
 
 
 def _kill_children() -> None:
-    from npuwatch.probes.runner import kill_all
+    from npuwatch.probes.runner import end_all
 
-    kill_all()  # a thread blocked on a hung npu-smi returns at once
+    end_all()  # a thread blocked on a hung npu-smi returns at once, and starts no other
 
 
 def raise_on_termination() -> None:
@@ -90,6 +94,41 @@ def call_on_termination(stop: Callable[[int], None]) -> Iterator[None]:
             previous.append((number, signal.signal(number, handle)))
     try:
         yield
+    finally:
+        for number, handler in previous:
+            signal.signal(number, handler)  # type: ignore[arg-type]
+
+
+class Termination:
+    """What ``stop_on_termination`` hands its caller: ``event`` is set by the first signal, and
+    ``signal_name`` says which one (``SIGTERM``); empty while none came."""
+
+    def __init__(self, event: Optional[threading.Event] = None) -> None:
+        self.event = event or threading.Event()
+        self.signal_name = ""
+
+    def handle(self, signum: int, _frame: object) -> None:
+        _kill_children()
+        if not self.signal_name:
+            self.signal_name = signal.Signals(signum).name
+        self.event.set()
+
+
+@contextlib.contextmanager
+def stop_on_termination(event: Optional[threading.Event] = None) -> Iterator[Termination]:
+    """While inside, SIGTERM, SIGHUP and SIGINT kill every child and set ``event`` instead of
+    raising: a command that closes cleanly on a signal (``record`` finishes its file, ``serve``
+    its server) waits on the event, and whatever its sampling was waiting on has already been
+    killed, so it ends at once.  Outside the main thread it only hands the event over."""
+    termination = Termination(event)
+    previous: List[Tuple[int, object]] = []
+    if threading.current_thread() is threading.main_thread():
+        for name in SIGNAL_NAMES:
+            if hasattr(signal, name):
+                number = getattr(signal, name)
+                previous.append((number, signal.signal(number, termination.handle)))
+    try:
+        yield termination
     finally:
         for number, handler in previous:
             signal.signal(number, handler)  # type: ignore[arg-type]

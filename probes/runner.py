@@ -87,7 +87,12 @@ def python_module_argv(python: str, module: str, args: Sequence[str]) -> list[st
 
 _LIVE: Dict[int, subprocess.Popen[bytes]] = {}
 _ENDED: Set[int] = set()  # live children kill_all() killed: their run() stops waiting at once
-_LIVE_LOCK = threading.Lock()
+# Re-entrant: a signal handler (run in the main thread between two bytecodes) calls kill_all()
+# while the main thread may be inside one of the short sections below.
+_LIVE_LOCK = threading.RLock()
+#: Set by ``end_all()``: npuwatch is ending, so no new child starts (a sampling thread whose
+#: npu-smi was just killed must not start the next one, nor a DCMI worker its restart).
+_ENDING = threading.Event()
 #: The environment variable that carries a child's mark to everything it starts (``new_mark``).
 MARK_VARIABLE = "NPUWATCH_CHILD_MARK"
 _MARKS: Dict[int, str] = {}  # live child's pid → its mark
@@ -126,6 +131,22 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 
+def end_all() -> None:
+    """npuwatch is ending (a signal): kill every live child and start no new one from now on.
+
+    A ``run()`` called afterwards returns at once as killed (``exit_code`` None) and a child
+    counted with ``register_child`` is killed as it is counted.  For the process's last moments
+    only: nothing undoes it.
+    """
+    _ENDING.set()
+    kill_all()
+
+
+def ending() -> bool:
+    """Whether ``end_all()`` ran: npuwatch is ending and starts no child."""
+    return _ENDING.is_set()
+
+
 def register_child(proc: subprocess.Popen[bytes], mark: Optional[str] = None) -> None:
     """Count a long-lived child npuwatch started itself (the DCMI worker) among the live ones:
     ``kill_all()`` kills it, with all it spawned, at exit and on npuwatch's signals.
@@ -139,6 +160,8 @@ def register_child(proc: subprocess.Popen[bytes], mark: Optional[str] = None) ->
         _ENDED.discard(proc.pid)
         if mark is not None:
             _MARKS[proc.pid] = mark
+    if _ENDING.is_set():  # started while npuwatch ends: it ends too (its user sees it gone)
+        kill_all()
 
 
 def forget_child(proc: subprocess.Popen[bytes]) -> None:
@@ -201,6 +224,8 @@ def run(
     cannot be started; every other outcome is a ``RunResult``.
     """
     started = time.monotonic()
+    if _ENDING.is_set():  # npuwatch is ending: the run is as if killed at once (``end_all``)
+        return RunResult(tuple(argv), None, "", "", 0.0, timeout_s=timeout_s)
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -218,6 +243,9 @@ def run(
         raise LaunchError(argv, exc.strerror or str(exc), _errno_name(exc)) from exc
     with _LIVE_LOCK:
         _LIVE[proc.pid] = proc
+        if _ENDING.is_set():  # end_all() ran between the check above and now
+            _ENDED.add(proc.pid)
+            _kill_tree(proc)
     try:
         reading = _Reading(proc, started + timeout_s)
         reading.until_done()

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import errno
-import signal
 import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict
 
 from npuwatch.errors import UsageError
 from npuwatch.feeds import FeedOptions, open_feed
+from npuwatch.termination import stop_on_termination
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9492
@@ -94,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"npuwatch: cannot listen on {listen.display}: {_bind_problem(exc)}", file=sys.stderr)
             return 1
         stop = threading.Event()
-        with _SignalStop(stop), exporter:
+        with stop_on_termination(stop), exporter:
             every = " (every interface)" if listen.host == "" else ""
             print(
                 f"npuwatch serve: listening on {exporter.url}{every} for /metrics /healthz /snapshot; "
@@ -106,28 +105,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         feed.close()
     return 0
-
-
-class _SignalStop:
-    """SIGTERM, SIGINT and SIGHUP set ``stop`` (the main loop then shuts down and exits 0); restored after."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop = stop
-        self.previous: Dict[int, Any] = {}
-
-    def __enter__(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signals reach only the main thread; a caller elsewhere stops us otherwise
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # a closed terminal too: exit 0
-            self.previous[signum] = signal.signal(signum, self._handle)
-
-    def _handle(self, _signum: int, _frame: Any) -> None:
-        self.stop.set()
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, previous in self.previous.items():
-            signal.signal(signum, previous)
-        self.previous.clear()
 
 
 def _bind_problem(exc: OSError) -> str:

@@ -194,3 +194,24 @@ def test_a_bad_recording_is_a_usage_error_for_every_reading_command(
 def test_speed_without_a_recording_is_a_usage_error_in_the_live_view(capsys: pytest.CaptureFixture) -> None:
     assert main(["--demo", "--speed", "2", "--plain"]) == EXIT_USAGE
     assert "--speed applies only to --replay of a recording" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("speed", ["1", "4"])
+def test_recording_a_replay_ends_at_the_end_of_the_replay(tmp_path: Path, speed: str) -> None:
+    """Seen (issue 27, 8): ``record OUT --replay IN`` appended IN's last sample for ever (338 MB
+    in 36 minutes from 4 lines).  It ends after the replay's last sample, with the usual summary,
+    at the pace ``--speed`` gives."""
+    from npuwatch import snapshot_json
+    from tests.core.test_replay import recording
+
+    four = tmp_path / "four.ndjson"
+    lines = [snapshot_json.dumps(s, indent=None) for s in recording((0.0, 0.2, 0.4, 0.6)).snapshots]
+    four.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "again.ndjson"
+    result = npuwatch("record", str(out), "--replay", str(four), "--speed", speed, timeout_s=60)
+    assert result.returncode == 0, result.stderr
+    replayed = read_recording(out).snapshots
+    assert f"npuwatch record: {len(replayed)} snapshots" in result.stderr
+    assert "(end of the replayed recording)" in result.stderr
+    assert replayed[-1].taken_at == recording((0.0, 0.2, 0.4, 0.6)).snapshots[-1].taken_at
+    assert 1 <= len(replayed) <= 4 * 4  # the replay's pace, never the last sample over and over
