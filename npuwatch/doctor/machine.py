@@ -31,7 +31,7 @@ from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiFailure, Np
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot import Sysroot, cannot_read
 from npuwatch.probes.tree_trust import runs_tree_code
 from npuwatch.verdict import Problem
 
@@ -143,8 +143,8 @@ class Machine:
 
     def has_hardware(self) -> bool:
         """Whether any NPU may be here: an Ascend PCI function, a ``/dev/davinciN`` node, or a PCI
-        folder this user cannot read (then nothing says there is none: the checks run)."""
-        if self.pci().functions or self.dev().davinci_ids:
+        folder or ``/dev`` this user cannot read (then nothing says there is none: the checks run)."""
+        if self.pci().functions or self.dev().davinci_ids or self.dev().unreadable:
             return True
         return self.unreadable(PCI_DEVICES_DIR) is not None
 
@@ -175,7 +175,7 @@ class Machine:
         name = self.user_name(uid) or f"uid {uid}"
         info = self.install_info()
         group = (info.user_group if info is not None else None) or "HwHiAiUser"
-        message = f"cannot read {blocked} as this user ({name})"
+        message = cannot_read(blocked, name)
         hint = (
             f"run as root (`sudo npuwatch doctor`), or add the user to the driver's group: "
             f"`sudo usermod -aG {group} {'$USER' if name.startswith('uid ') else name}`, "
