@@ -221,8 +221,8 @@ def device_flags(names: Sequence[str]) -> str:
 
 def not_trusted(machine: Machine, what: str, details: Sequence[str] = ()) -> Optional[Finding]:
     """A skip saying ``what`` (the tree's code a check would run: ``loading libdcmi.so``) was not
-    done because the ``--root`` tree is not trusted, with the hint ``--trust-root``; ``None`` when
-    the machine's code may run (``Machine.runs_tree_code``)."""
+    done because the ``--root`` tree is not trusted, naming ``--trust-root`` (a skip has no hint:
+    its details say how); ``None`` when the machine's code may run (``Machine.runs_tree_code``)."""
     if machine.runs_tree_code:
         return None
-    return skipped(f"{what}: skipped, the tree is not trusted (--trust-root)", details, TRUST_HINT)
+    return skipped(f"{what}: skipped, the tree is not trusted (--trust-root)", [*details, TRUST_HINT])

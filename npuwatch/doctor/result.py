@@ -55,10 +55,9 @@ def failed(summary: str, hint: str, details: Sequence[str] = ()) -> Finding:
     return Finding(Status.FAIL, summary, tuple(details), hint)
 
 
-def skipped(reason: str, details: Sequence[str] = (), hint: Optional[str] = None) -> Finding:
-    """The check does not apply here (no torch installed, not in a container …); ``hint``: how to
-    make it run, when the user can (an untrusted tree: ``--trust-root``)."""
-    return Finding(Status.SKIP, reason, tuple(details), hint)
+def skipped(reason: str, details: Sequence[str] = ()) -> Finding:
+    """The check does not apply here (no torch installed, not in a container …)."""
+    return Finding(Status.SKIP, reason, tuple(details))
 
 
 @dataclass(frozen=True)

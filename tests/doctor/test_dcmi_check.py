@@ -264,7 +264,8 @@ class ScriptedMachine(Machine):
         self.dcmi_side = Scripted(dcmi_readings)
         self.npu_smi_side = Scripted(npu_smi_readings)
         trusted = {"NPUWATCH_TRUST_ROOT": "1"}  # the tree's library is this test's: it may load
-        super().__init__(Sysroot(root, environ=trusted), None, dcmi_opener=lambda machine, t, g: self.dcmi_side)
+        opener = lambda machine, t, g: self.dcmi_side  # noqa: E731
+        super().__init__(Sysroot(root, environ=trusted), None, dcmi_opener=opener)
         self._first = self.npu_smi_side.read()
 
     def chip_reading(self) -> SourceReading:

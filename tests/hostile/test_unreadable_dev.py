@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import List, Union
 
 import pytest
 
@@ -32,7 +33,7 @@ def refused_dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     dev = str(builder.path("/dev"))
     original = os.listdir
 
-    def listdir(path: "os.PathLike[str] | str" = ".") -> list:
+    def listdir(path: Union[str, os.PathLike[str]] = ".") -> List[str]:
         if os.fspath(path).rstrip("/") == dev:
             raise PermissionError(13, "Permission denied", dev)
         return original(path)
