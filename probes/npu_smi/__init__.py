@@ -307,12 +307,12 @@ class Withheld:
         any other query: ``NpuSmiError`` saying the tree's npu-smi was not run."""
         if self.saved is not None and tuple(args) == ("info",):
             return self._saved_info(self.saved)
-        what = f"the tree's npu-smi ({self.program})" if self.program else "the tree's npu-smi"
+        held = f"the tree's {self.program} is not run: " if self.program else ""
         raise NpuSmiError(
             NpuSmiFailure(
                 FailureKind.NOT_RUN,
-                f"{what} was not run: pass --trust-root to run it",
-                f"{TRUST_HINT}; or save its `npu-smi info` output in the tree as {SAVED_INFO}",
+                "the tree's npu-smi was not run: pass --trust-root to run it",
+                f"{held}{TRUST_HINT}; or save its `npu-smi info` output in the tree as {SAVED_INFO}",
             )
         )
 

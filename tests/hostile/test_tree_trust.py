@@ -152,7 +152,7 @@ def test_snapshot_runs_nothing_of_the_tree_and_says_what_it_did_not_run(planted:
     assert planted.ran() == []
     assert len(document["chips"]) == 8  # from sysfs, every metric null with the reason
     reason = document["chips"][0]["unavailable"]["power_w"]
-    assert "the tree's npu-smi (/usr/local/bin/npu-smi) was not run: pass --trust-root" in reason
+    assert "the tree's npu-smi was not run: pass --trust-root to run it" in reason
     assert any("was not run" in warning for warning in document["warnings"]), document["warnings"]
     assert "libdcmi.so (/usr/local/dcmi/libdcmi.so) was not loaded" in document["backend_note"]
 
@@ -161,8 +161,8 @@ def test_check_runs_nothing_and_is_unhealthy_saying_why(planted: Planted) -> Non
     code, out, err = npuwatch(planted, "check")
     assert planted.ran() == []
     assert code == 1
-    assert out == "unhealthy: the tree's npu-smi (/usr/local/bin/npu-smi) was not run\n", out
-    assert "--trust-root" in err
+    assert out == "unhealthy: the tree's npu-smi was not run: pass --trust-root to run it\n", out
+    assert "/usr/local/bin/npu-smi is not run" in err and "NPUWATCH_TRUST_ROOT=1" in err, err
 
 
 def test_the_doctor_loads_nothing_and_skips_what_would_run_tree_code(planted: Planted) -> None:
