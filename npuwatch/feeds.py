@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from npuwatch.feed import SnapshotFeed
     from npuwatch.model import Snapshot
     from npuwatch.probes.host import HostProbe, ProcessLookup
-    from npuwatch.probes.npu_smi import NpuSmi
+    from npuwatch.probes.npu_smi import NpuSmi, Withheld
     from npuwatch.probes.simulator.machine import PendingSimulation
     from npuwatch.probes.sysroot import Sysroot
 
@@ -94,6 +94,13 @@ def shared_options(chip_backend: bool = True) -> argparse.ArgumentParser:
         "--speed", type=speed_factor, metavar="X", help="replay a recording X times faster (default 1)"
     )
     group.add_argument("--root", metavar="DIR", help="read the machine from this sysroot tree (default /)")
+    group.add_argument(
+        "--trust-root",
+        dest="trust_root",
+        action="store_true",
+        help="run the --root tree's npu-smi and load its libraries (default: read only its files; "
+        "NPUWATCH_TRUST_ROOT=1)",
+    )
     group.add_argument("--npu-smi", dest="npu_smi", metavar="PATH", help="the npu-smi to run")
     group.add_argument("--devices", type=npu_ids, metavar="IDS", help="only these NPU IDs, e.g. 0,1")
     group.add_argument(
@@ -161,6 +168,9 @@ class FeedOptions:
     ``NPUWATCH_BACKEND`` only."""
     dcmi_lib: Optional[str] = None
     """The DCMI library to load (``--dcmi-lib``); ``None``: ``NPUWATCH_DCMI_LIB``, else the search path."""
+    trust_root: Optional[bool] = None
+    """Run the ``--root`` tree's npu-smi and load its libraries (``--trust-root``); ``None``:
+    ``NPUWATCH_TRUST_ROOT``, else only the tree's files are read (``probes.tree_trust``)."""
 
     def __post_init__(self) -> None:
         if self.devices is not None and not isinstance(self.devices, frozenset):
@@ -183,6 +193,7 @@ class FeedOptions:
             speed=getattr(args, "speed", None),
             backend=getattr(args, "chip_backend", None),
             dcmi_lib=getattr(args, "dcmi_lib", None),
+            trust_root=getattr(args, "trust_root", None) or None,
         )
         return options.validate()
 
@@ -197,7 +208,11 @@ class FeedOptions:
                 f"unknown chip-data backend {self.backend!r}: choose one of {', '.join(BACKENDS)}"
             )
         if self.replay is not None:
-            for name, value in (("--backend", self.backend), ("--dcmi-lib", self.dcmi_lib)):
+            for name, value in (
+                ("--backend", self.backend),
+                ("--dcmi-lib", self.dcmi_lib),
+                ("--trust-root", self.trust_root or None),
+            ):
                 if value is not None:
                     raise UsageError(f"{name} reads a live machine: it cannot be combined with --replay")
         if self.demo is not None:
@@ -208,6 +223,7 @@ class FeedOptions:
                 ("--root", self.root),
                 ("--npu-smi", self.npu_smi),
                 ("--dcmi-lib", self.dcmi_lib),
+                ("--trust-root", self.trust_root or None),
             ):
                 if value is not None:
                     raise UsageError(f"--demo brings its own machine: it cannot be combined with {name}")
@@ -268,6 +284,20 @@ class FeedOptions:
             )
         return text
 
+    def trusts_root(self, environ: Optional[Mapping[str, str]] = None) -> bool:
+        """``trust_root``, else ``NPUWATCH_TRUST_ROOT=1`` (``VariableError`` for another value)."""
+        if self.trust_root is not None:
+            return self.trust_root
+        from npuwatch.probes.tree_trust import TRUST_VARIABLE, trust_value
+
+        text = _env(environ).get(TRUST_VARIABLE, "")
+        try:
+            return trust_value(text)
+        except ValueError as exc:
+            raise VariableError(
+                str(exc), TRUST_VARIABLE, "unset it, or set it to 1 to trust the tree"
+            ) from None
+
     def names_a_source(self, environ: Optional[Mapping[str, str]] = None) -> bool:
         """Whether a source was chosen: an option, or ``NPUWATCH_ROOT`` / ``NPUWATCH_NPU_SMI`` /
         ``NPUWATCH_DCMI_LIB``."""
@@ -327,6 +357,9 @@ class MachineHandle:
     dcmi_library: Optional[str] = None
     #: What that library is when it is not the driver's own (``fake libdcmi.so (C, built with cc)``).
     dcmi_kind: Optional[str] = None
+    #: The tree's npu-smi npuwatch does not run (an untrusted ``--root`` tree: ``probes.tree_trust``),
+    #: and its saved ``npu-smi info`` output read instead; ``None`` when npu-smi runs as found.
+    npu_smi_withheld: Optional[Withheld] = None
     _close: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
 
     @property
@@ -339,7 +372,16 @@ class MachineHandle:
         ``deadline`` (``time.monotonic()``): a one-shot's end, no call runs past it."""
         from npuwatch.probes.npu_smi import NpuSmi
 
-        return NpuSmi(self.npu_smi_path, timeout_s=timeout_s, deadline=deadline)
+        return NpuSmi(
+            self.npu_smi_path, timeout_s=timeout_s, deadline=deadline, withheld=self.npu_smi_withheld
+        )
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the machine's own programs and libraries may run (``probes.tree_trust``)."""
+        from npuwatch.probes.tree_trust import runs_tree_code
+
+        return runs_tree_code(self.sysroot.root, self.environ)
 
     def close(self) -> None:
         """Remove a demo's simulated machine; nothing for a real one."""
@@ -360,12 +402,14 @@ def open_machine(
     """The machine ``options`` name: a demo's simulated tree, ``--root`` or this machine.
 
     ``--root`` falls back to ``NPUWATCH_ROOT``, ``--npu-smi`` to ``NPUWATCH_NPU_SMI``; a root that
-    is not a folder is a ``UsageError`` (a ``VariableError`` when the variable named it).
+    is not a folder is a ``UsageError`` (a ``VariableError`` when the variable named it).  A tree's
+    own npu-smi and libraries run only when it is trusted (``--trust-root``, written into the
+    machine's environment as ``NPUWATCH_TRUST_ROOT=1``: ``probes.tree_trust``).
     ``pending``: the demo's machine already being built (``Simulation.begin``), taken over here.
     """
     options.validate()
     env = _env(environ)
-    from npuwatch.probes.npu_smi import find_npu_smi
+    from npuwatch.probes.npu_smi import find_npu_smi, withheld_npu_smi
     from npuwatch.probes.sysroot import Sysroot
 
     if options.demo is not None:
@@ -382,10 +426,19 @@ def open_machine(
             dcmi_kind=sim.dcmi_kind,
             _close=sim.close,
         )
-    sysroot = Sysroot(machine_root(options.root, env), environ=env)
-    npu_smi = find_npu_smi(sysroot, options.npu_smi or env.get("NPUWATCH_NPU_SMI"))
+    root = machine_root(options.root, env)
+    if options.trust_root:
+        from npuwatch.probes.tree_trust import TRUST_VARIABLE
+
+        env = {**env, TRUST_VARIABLE: "1"}
+    else:
+        options.trusts_root(env)  # a bad NPUWATCH_TRUST_ROOT is a VariableError, never read as trust
+    sysroot = Sysroot(root, environ=env)
+    explicit = options.npu_smi or env.get("NPUWATCH_NPU_SMI")
+    npu_smi = find_npu_smi(sysroot, explicit)
+    withheld = None if explicit else withheld_npu_smi(sysroot)
     library = options.dcmi_lib or env.get("NPUWATCH_DCMI_LIB") or None
-    return MachineHandle(sysroot, npu_smi, env, dcmi_library=library)
+    return MachineHandle(sysroot, npu_smi, env, dcmi_library=library, npu_smi_withheld=withheld)
 
 
 def open_feed(

@@ -23,7 +23,7 @@ from npuwatch.judge.limits import Thresholds
 from npuwatch.judge.rules import ReasonKind, judge_chip
 from npuwatch.machine_chips import read_machine_chips, unreported_chips
 from npuwatch.model import ChipSample, Health, NpuProcess
-from npuwatch.probes.devices import DevNodes, scan_dev
+from npuwatch.probes.devices import UNREADABLE_DEV_HINT, DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.sysroot import Sysroot
@@ -126,7 +126,11 @@ def _source_problem(failure: SourceFailure, backend: str = "npu-smi") -> Problem
 
 def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
     if nodes.reason is not None:
-        return [Problem(Reason.DEVICE_NODES, nodes.reason, _NODES_HINT)]
+        return [
+            Problem(
+                Reason.DEVICE_NODES, nodes.reason, UNREADABLE_DEV_HINT if nodes.unreadable else _NODES_HINT
+            )
+        ]
     found: List[Problem] = []
     if not nodes.davinci_ids:
         found.append(Problem(Reason.DEVICE_NODES, "no /dev/davinciN node", _NODES_HINT))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot import Sysroot, cannot_read
 
 DEV_DIR = PurePosixPath("/dev")
 
@@ -22,6 +22,12 @@ MANAGER_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 #: Further nodes worth reporting when present (§1): the docker variant of the manager (preferred
 #: by MindCluster on 310B), its ``npu_device_cust`` alias, and the scheduler/DVPP nodes.
 EXTRA_NODES = ("davinci_manager_docker", "npu_device_cust", "event_sched", "dvpp_cmdlist")
+
+#: What to do when ``/dev`` itself cannot be listed (``DevNodes.unreadable``): ``check`` and the doctor.
+UNREADABLE_DEV_HINT = (
+    "/dev is normally readable by every user (`ls -ld /dev`: drwxr-xr-x root): check how it is "
+    "mounted here (a container's /dev is its runtime's), or run as root"
+)
 
 # ``/dev/davinci*`` also matches davinci_manager; Ray's ``davinci?`` misses davinci10–15 on A3.
 # MindCluster's DevicePathPattern is ^/dev/davinci\d+$ (driver-interfaces.md §1, "Glob pitfalls").
@@ -59,7 +65,9 @@ class DevNodes:
     davinci_ids: Tuple[int, ...] = ()  # /dev/davinciN: N is the chip's physical ID (§1)
     vdavinci_ids: Tuple[int, ...] = ()  # vNPU nodes, IDs from 100
     nodes: Mapping[str, DevNode] = field(default_factory=dict)  # every node found, by name
-    reason: Optional[str] = None  # why nothing could be listed (no /dev), else None
+    reason: Optional[str] = None  # why nothing could be listed (no /dev, cannot read /dev), else None
+    #: ``/dev`` is there but this user may not list it: ``reason`` says ``cannot read /dev as …``.
+    unreadable: bool = False
 
     def node(self, name: str) -> Optional[DevNode]:
         """The node called ``name`` (``davinci3``, ``davinci_manager``), if present."""
@@ -106,10 +114,17 @@ def scan_dev(sysroot: Sysroot) -> DevNodes:
     if not sysroot.exists(DEV_DIR):
         return DevNodes(reason=f"{DEV_DIR} is missing")
     names = _names(sysroot)
+    try:
+        entries = sysroot.entries(DEV_DIR)
+    except PermissionError:  # there, but not ours to list: never "missing"
+        uid = os.getuid()
+        return DevNodes(reason=cannot_read(DEV_DIR, names.user(uid) or f"uid {uid}"), unreadable=True)
+    except OSError as error:
+        return DevNodes(reason=f"{DEV_DIR} cannot be listed: {error.strerror or error}")
     nodes: Dict[str, DevNode] = {}
     davinci: List[int] = []
     vdavinci: List[int] = []
-    for name in sysroot.listdir(DEV_DIR):
+    for name in entries:
         chip = _DAVINCI.match(name)
         virtual = _VDAVINCI.match(name)
         if not (chip or virtual or name in MANAGER_NODES or name in EXTRA_NODES):

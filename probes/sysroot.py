@@ -64,6 +64,12 @@ def read_regular(path: Union[str, Path], limit: int) -> Optional[bytes]:
         os.close(fd)
 
 
+def cannot_read(path: PathLike, user: str) -> str:
+    """``cannot read /dev as this user (alice)``: the words every surface uses for a folder this
+    user may not read (never "missing" or "not installed")."""
+    return f"cannot read {path} as this user ({user})"
+
+
 class Sysroot:
     """A machine's filesystem as seen from ``root``; reads never raise for missing files."""
 
@@ -123,6 +129,11 @@ class Sysroot:
             return sorted(os.listdir(self.path(absolute)))
         except OSError:
             return []
+
+    def entries(self, absolute: PathLike) -> list[str]:
+        """Sorted entry names of a directory; ``OSError`` when it cannot be listed (``listdir``
+        says nothing then), so a caller can tell "cannot read" from "empty"."""
+        return sorted(os.listdir(self.path(absolute)))
 
     def readlink(self, absolute: PathLike) -> Optional[str]:
         """The text of a symlink, or ``None`` when it is not one."""

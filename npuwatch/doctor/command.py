@@ -101,6 +101,7 @@ def diagnose(
         dcmi_library=handle.dcmi_library,
         dcmi_kind=handle.dcmi_kind,
         chip_backend=_backend(options),
+        npu_smi_withheld=handle.npu_smi_withheld,
     )
     about: Dict[str, Any] = {
         "demo": handle.scenario,

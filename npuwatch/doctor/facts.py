@@ -7,6 +7,7 @@
   ``current_user`` to act as another user) and whether they may open a device node.
 - **Devices**: each chip's ``/dev/davinciN`` (``physical_ids``) and the ``docker run --device``
   flags that mount nodes.
+- **Trust**: the skip of a check that would run an untrusted ``--root`` tree's code (``not_trusted``).
 
 The visible-devices variables are read by ``npuwatch.probes.visible_devices``.
 """
@@ -21,8 +22,10 @@ from pathlib import Path, PurePosixPath
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import Finding, skipped
 from npuwatch.probes.devices import DevNode, DevNodes
 from npuwatch.probes.install_files import ToolkitInstallInfo, parse_toolkit_install_info, read_cann_version
+from npuwatch.probes.tree_trust import TRUST_HINT
 
 DOWNLOAD_PAGE = "https://www.hiascend.com/developer/download/community/result?module=cann"
 
@@ -211,3 +214,15 @@ def physical_ids(machine: Machine, dev: DevNodes) -> Dict[Tuple[int, int], int]:
 def device_flags(names: Sequence[str]) -> str:
     """``--device /dev/a --device /dev/b`` for ``docker run``."""
     return " ".join(f"--device /dev/{name}" for name in names)
+
+
+# ---------------------------------------------------------------- trust
+
+
+def not_trusted(machine: Machine, what: str, details: Sequence[str] = ()) -> Optional[Finding]:
+    """A skip saying ``what`` (the tree's code a check would run: ``loading libdcmi.so``) was not
+    done because the ``--root`` tree is not trusted, naming ``--trust-root`` (a skip has no hint:
+    its details say how); ``None`` when the machine's code may run (``Machine.runs_tree_code``)."""
+    if machine.runs_tree_code:
+        return None
+    return skipped(f"{what}: skipped, the tree is not trusted (--trust-root)", [*details, TRUST_HINT])

@@ -27,11 +27,12 @@ from npuwatch.probes.install_files import (
     parse_firmware_version_info,
     read_install_info,
 )
-from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiFailure, NpuSmiOutput
+from npuwatch.probes.npu_smi import DEFAULT_TIMEOUT_S, NpuSmi, NpuSmiFailure, NpuSmiOutput, Withheld
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciInventory, scan_pci
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot import Sysroot, cannot_read
+from npuwatch.probes.tree_trust import runs_tree_code
 from npuwatch.verdict import Problem
 
 if TYPE_CHECKING:
@@ -83,9 +84,12 @@ class Machine:
         dcmi_kind: Optional[str] = None,
         chip_backend: str = "auto",
         dcmi_opener: Optional[DcmiOpener] = None,
+        npu_smi_withheld: Optional[Withheld] = None,
     ) -> None:
         self.sysroot = sysroot
         self.npu_smi_path = npu_smi
+        #: An untrusted tree's npu-smi, not run: its saved output answers instead (``feeds.MachineHandle``).
+        self.npu_smi_withheld = npu_smi_withheld
         self.timeout_s = timeout_s
         self.verbose = verbose
         #: ``--python PATH``: the interpreter to judge (a machine path), instead of the job's environment.
@@ -108,6 +112,12 @@ class Machine:
     def environ(self) -> Any:
         """The machine's environment variables (a mapping)."""
         return self.sysroot.environ
+
+    @property
+    def runs_tree_code(self) -> bool:
+        """Whether the machine's own programs and libraries may run: the live machine, or a
+        ``--root`` tree trusted with ``--trust-root`` (``probes.tree_trust``)."""
+        return runs_tree_code(self.sysroot.root, self.environ)
 
     def _cached(self, key: str, read: Callable[[], _T]) -> _T:
         with self._guard:
@@ -133,8 +143,8 @@ class Machine:
 
     def has_hardware(self) -> bool:
         """Whether any NPU may be here: an Ascend PCI function, a ``/dev/davinciN`` node, or a PCI
-        folder this user cannot read (then nothing says there is none: the checks run)."""
-        if self.pci().functions or self.dev().davinci_ids:
+        folder or ``/dev`` this user cannot read (then nothing says there is none: the checks run)."""
+        if self.pci().functions or self.dev().davinci_ids or self.dev().unreadable:
             return True
         return self.unreadable(PCI_DEVICES_DIR) is not None
 
@@ -165,7 +175,7 @@ class Machine:
         name = self.user_name(uid) or f"uid {uid}"
         info = self.install_info()
         group = (info.user_group if info is not None else None) or "HwHiAiUser"
-        message = f"cannot read {blocked} as this user ({name})"
+        message = cannot_read(blocked, name)
         hint = (
             f"run as root (`sudo npuwatch doctor`), or add the user to the driver's group: "
             f"`sudo usermod -aG {group} {'$USER' if name.startswith('uid ') else name}`, "
@@ -214,7 +224,7 @@ class Machine:
 
     def npu_smi(self) -> NpuSmi:
         """An ``NpuSmi`` with this machine's path and timeout."""
-        return NpuSmi(self.npu_smi_path, timeout_s=self.timeout_s)
+        return NpuSmi(self.npu_smi_path, timeout_s=self.timeout_s, withheld=self.npu_smi_withheld)
 
     def chip_source(self) -> NpuSmiSource:
         """The chip source the doctor reads chips through, as the sampler and ``check`` do: npu-smi
@@ -310,9 +320,7 @@ class Machine:
     def fresh_chip_reading(self, timeout_s: float) -> SourceReading:
         """``npu-smi info`` read again now (not the cached reading), within ``timeout_s``: to compare
         with another backend's reading taken a moment before."""
-        source = NpuSmiSource(
-            NpuSmi(self.npu_smi_path, timeout_s=timeout_s), logic_ids=False, error_codes=False
-        )
+        source = NpuSmiSource(self.npu_smi().with_timeout(timeout_s), logic_ids=False, error_codes=False)
         return source.read()
 
     # ---------------------------------------------------------------- DCMI

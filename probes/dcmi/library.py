@@ -22,7 +22,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from npuwatch.probes.dcmi import abi
 from npuwatch.probes.dcmi.records import SYMBOL_MISSING, LibraryFailure
-from npuwatch.probes.dcmi.search import LOADER_NAME, PYTHON_PREFIX, candidates
+from npuwatch.probes.dcmi.search import INSTALLED_PATHS, LOADER_NAME, PYTHON_PREFIX, candidates, withheld
+from npuwatch.probes.tree_trust import TRUST_HINT
 
 KIND_SHARED = "shared library"
 KIND_PYTHON = "python stand-in"
@@ -89,8 +90,20 @@ class DcmiLibrary:
 
 
 def load_library(explicit: Optional[str] = None, root: str = "/") -> DcmiLibrary:
-    """Load the first candidate that loads; ``LibraryError`` (with every attempt's words) otherwise."""
+    """Load the first candidate that loads; ``LibraryError`` (with every attempt's words) otherwise.
+
+    Under an untrusted ``--root`` tree nothing of the tree is a candidate (``search.candidates``
+    asks this process's environment, which the worker inherits from the machine's).
+    """
     tried = candidates(explicit, root)
+    if not tried:
+        held = withheld(explicit, root)
+        if held is not None:
+            raise LibraryError(LibraryFailure(held, TRUST_HINT, (), not_found=True))
+        looked = ", ".join(f"/{path}" for path in INSTALLED_PATHS)
+        raise LibraryError(
+            LibraryFailure(f"libdcmi.so not found (looked in {looked})", _NOT_FOUND_HINT, (), not_found=True)
+        )
     errors: Dict[str, str] = {}
     for where in tried:
         if where.startswith(PYTHON_PREFIX):

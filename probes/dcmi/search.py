@@ -2,7 +2,9 @@
 
 Search order (driver-interfaces.md §6.1, §9.1 rule 1): the path the user named (``--dcmi-lib`` /
 ``NPUWATCH_DCMI_LIB``), else ``libdcmi.so`` on the loader path (only when the machine's root is
-``/``: the loader path is this machine's), then the driver package's two copies under the root.
+``/``: the loader path is this machine's), then the driver package's two copies under the root —
+under a ``--root`` tree only when it is trusted (``probes.tree_trust``: an untrusted tree's
+library is never loaded, ``withheld()`` says which one was not).
 ``library.load_library`` tries these in order; ``npuwatch check`` asks ``absent()`` first, so a
 container without the library costs a few ``stat`` calls, not a worker's Python start.  No
 ctypes here: ``check`` imports this module.
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import os
 from typing import Mapping, Optional, Tuple
+
+from npuwatch.probes.tree_trust import runs_tree_code
 
 #: The environment variable naming the library (``--dcmi-lib`` wins).
 ENV_VAR = "NPUWATCH_DCMI_LIB"
@@ -28,20 +32,42 @@ INSTALLED_PATHS = (
 _LOADER_FOLDERS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 
 
-def candidates(explicit: Optional[str] = None, root: str = "/") -> Tuple[str, ...]:
-    """Where to look, in order: only ``explicit`` when given, else the loader name and the install paths."""
+def candidates(
+    explicit: Optional[str] = None, root: str = "/", environ: Optional[Mapping[str, str]] = None
+) -> Tuple[str, ...]:
+    """Where to look, in order: only ``explicit`` when given, else the loader name and the install
+    paths; none under a tree ``environ`` (default: this process's) does not trust."""
     if explicit:
         return (explicit,)
+    if not runs_tree_code(root, os.environ if environ is None else environ):
+        return ()
     found = [LOADER_NAME] if os.path.abspath(root) == "/" else []
     found.extend(os.path.join(root, relative) for relative in INSTALLED_PATHS)
     return tuple(found)
 
 
+def withheld(
+    explicit: Optional[str], root: str, environ: Optional[Mapping[str, str]] = None
+) -> Optional[str]:
+    """Why the library of an untrusted tree is not loaded (``the tree's libdcmi.so (…) was not
+    loaded: pass --trust-root …``), or ``None`` when nothing was held back (one was named, the
+    tree is trusted, or it has none where the driver puts it)."""
+    if explicit or runs_tree_code(root, os.environ if environ is None else environ):
+        return None
+    present = [f"/{path}" for path in INSTALLED_PATHS if os.path.lexists(os.path.join(root, path))]
+    if not present:
+        return None
+    return f"the tree's libdcmi.so ({', '.join(present)}) was not loaded: pass --trust-root to load it"
+
+
 def absent(explicit: Optional[str], root: str, environ: Mapping[str, str]) -> Optional[str]:
-    """Why no libdcmi.so can load here (none where the driver puts it, none on the loader path),
-    or ``None`` when one may (or one was named)."""
+    """Why no libdcmi.so can load here (none where the driver puts it, none on the loader path,
+    an untrusted tree's), or ``None`` when one may (or one was named)."""
     if explicit:
         return None
+    held = withheld(explicit, root, environ)
+    if held is not None:
+        return held
     if any(os.path.exists(os.path.join(root, path)) for path in INSTALLED_PATHS):
         return None
     looked = ", ".join(f"/{path}" for path in INSTALLED_PATHS)

@@ -8,14 +8,15 @@ import re
 import shutil
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 from npuwatch.chip_source import SourceFailure
 from npuwatch.model import MetricStatus
 from npuwatch.probes.runner import MAX_OUTPUT_BYTES, LaunchError, RunResult, run
-from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.sysroot import Sysroot, read_regular
+from npuwatch.probes.tree_trust import SAVED_INFO, TRUST_HINT, runs_tree_code
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -35,6 +36,7 @@ class FailureKind(enum.Enum):
     BAD_ARGUMENT = "bad-argument"
     NO_OUTPUT = "no-output"
     TOO_LARGE = "too-large"
+    NOT_RUN = "not-run"  # an untrusted --root tree's npu-smi, never run (probes.tree_trust)
     FAILED = "failed"
 
     @property
@@ -101,6 +103,9 @@ class NpuSmiOutput:
     argv: tuple[str, ...]
     text: str
     duration_s: float
+    #: Where the text came from when npu-smi did not print it now (a tree's saved output): a
+    #: warning the chip source adds to its reading.
+    note: str = ""
 
 
 _DCMI_RE = re.compile(r"\bret\s*(?:is|=|:)\s*(-\d+)")
@@ -269,10 +274,13 @@ def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[P
 
     PATH is searched only when the root is ``/``: a sysroot tree is a whole machine.  An
     ``explicit`` path is the user's, never the tree's: a relative one means the current directory
-    (a bare name there, else on PATH, as a shell finds it).
+    (a bare name there, else on PATH, as a shell finds it).  A tree's own npu-smi is found only
+    when the tree is trusted (``probes.tree_trust``; ``withheld_npu_smi`` says what was not run).
     """
     if explicit:
         return _explicit_npu_smi(explicit)
+    if not runs_tree_code(sysroot.root, sysroot.environ):
+        return None
     for candidate in NPU_SMI_PATHS:
         # A dangling link counts: running it then explains the broken mount.
         if sysroot.lexists(candidate):
@@ -281,6 +289,67 @@ def find_npu_smi(sysroot: Sysroot, explicit: Optional[str] = None) -> Optional[P
         return None
     found = shutil.which("npu-smi", path=sysroot.getenv("PATH"))
     return Path(found) if found else None
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """The npu-smi of an untrusted ``--root`` tree, not run, and its saved ``npu-smi info`` output.
+
+    ``program``: the tree's npu-smi as a machine path (``/usr/local/bin/npu-smi``), ``None`` when
+    the tree has none; ``saved``: the real path of ``SAVED_INFO`` in the tree, ``None`` when absent.
+    ``answer`` is what ``NpuSmi.call`` gives instead of running anything.
+    """
+
+    program: Optional[str]
+    saved: Optional[Path]
+
+    def answer(self, args: Sequence[str]) -> NpuSmiOutput:
+        """``npu-smi info``: the saved output (explained as live when it is an error text);
+        any other query: ``NpuSmiError`` saying the tree's npu-smi was not run."""
+        if self.saved is not None and tuple(args) == ("info",):
+            return self._saved_info(self.saved)
+        held = f"the tree's {self.program} is not run: " if self.program else ""
+        raise NpuSmiError(
+            NpuSmiFailure(
+                FailureKind.NOT_RUN,
+                "the tree's npu-smi was not run: pass --trust-root to run it",
+                f"{held}{TRUST_HINT}; or save its `npu-smi info` output in the tree as {SAVED_INFO}",
+            )
+        )
+
+    def _saved_info(self, path: Path) -> NpuSmiOutput:
+        data = read_regular(path, MAX_OUTPUT_BYTES + 1)
+        if data is None:
+            raise NpuSmiError(
+                NpuSmiFailure(
+                    FailureKind.FAILED,
+                    f"the tree's saved npu-smi output {SAVED_INFO} cannot be read",
+                    "it must be a regular file readable by this user",
+                )
+            )
+        too_large = len(data) > MAX_OUTPUT_BYTES
+        text = data[:MAX_OUTPUT_BYTES].decode("utf-8", errors="replace")
+        run = f" ({self.program})" if self.program else ""
+        note = (
+            f"chips from the tree's saved npu-smi output {SAVED_INFO}: its npu-smi{run} was not run "
+            f"(the tree is not trusted: {TRUST_HINT})"
+        )
+        explained = classify(RunResult(("npu-smi", "info"), 0, text, "", 0.0, too_large=too_large))
+        if explained is not None:
+            raise NpuSmiError(replace(explained, message=f"{explained.message} (saved in {SAVED_INFO})"))
+        return NpuSmiOutput(argv=(str(path),), text=text, duration_s=0.0, note=note)
+
+
+def withheld_npu_smi(sysroot: Sysroot) -> Optional[Withheld]:
+    """What an untrusted tree's npu-smi would have been and its saved output, when it has either;
+    ``None`` on a trusted machine (its npu-smi runs) or a tree with neither."""
+    if runs_tree_code(sysroot.root, sysroot.environ):
+        return None
+    program = next((path for path in NPU_SMI_PATHS if sysroot.lexists(path)), None)
+    saved = sysroot.path(SAVED_INFO) if sysroot.lexists(SAVED_INFO) else None
+    if program is None and saved is None:
+        return None
+    return Withheld(program, saved)
 
 
 def _explicit_npu_smi(given: str) -> Path:
@@ -296,16 +365,29 @@ class NpuSmi:
     """Runs npu-smi sub-commands with a timeout and returns their text or an explained failure."""
 
     def __init__(
-        self, path: Optional[Path], timeout_s: float = DEFAULT_TIMEOUT_S, deadline: Optional[float] = None
+        self,
+        path: Optional[Path],
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        deadline: Optional[float] = None,
+        *,
+        withheld: Optional[Withheld] = None,
     ) -> None:
         self.path = path
         self.timeout_s = timeout_s
         #: A one-shot command's end (``time.monotonic()``): no call runs past it, whatever its
         #: own timeout (``npuwatch check`` ends within its budget however many calls it makes).
         self.deadline = deadline
+        #: An untrusted tree's npu-smi: never run, its saved output answers ``info`` (``path`` is None).
+        self.withheld = withheld
+
+    def with_timeout(self, timeout_s: float) -> NpuSmi:
+        """The same npu-smi (and deadline) with another limit per call."""
+        return NpuSmi(self.path, timeout_s, self.deadline, withheld=self.withheld)
 
     def call(self, args: Sequence[str]) -> NpuSmiOutput:
         """Run ``npu-smi <args>``; raise ``NpuSmiError`` with the explained failure."""
+        if self.path is None and self.withheld is not None:
+            return self.withheld.answer(args)
         if self.path is None:
             raise NpuSmiError(NpuSmiFailure(FailureKind.NOT_FOUND, "npu-smi was not found", _NOT_FOUND_HINT))
         argv = (str(self.path), *args)

@@ -93,6 +93,8 @@ class NpuSmiSource:
             # No table at all (junk, a truncated header): a failed read, so the chips PCI shows stay.
             return SourceReading(None, no_table(output.text).to_source_failure(), output.duration_s)
         reading = table.to_reading()
+        if output.note:  # not npu-smi's answer now (a tree's saved output): the snapshot says so
+            reading = replace(reading, warnings=(*reading.warnings, output.note))
         if self.provides_logic_ids:
             reading = self._with_logic_ids(reading)
         if self.error_codes:
@@ -132,7 +134,7 @@ class NpuSmiSource:
                 left_s = min(npu_smi.timeout_s, deadline - time.monotonic())
                 if left_s <= _MIN_QUERY_S:
                     break
-                npu_smi = NpuSmi(npu_smi.path, timeout_s=left_s, deadline=npu_smi.deadline)
+                npu_smi = npu_smi.with_timeout(left_s)
             errors, failure = ask_chip_errors(npu_smi, *key)
             self._errors[key] = (chip.health, now, errors)
             if failure is not None and deadline is not None:

@@ -22,6 +22,7 @@ from npuwatch.probes.simulator.dynamics import process_cpu_percent
 from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
 from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario, Versions
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.probes.tree_trust import TRUST_VARIABLE
 
 if TYPE_CHECKING:
     from npuwatch.probes.sysroot_builder import SysrootBuilder
@@ -183,7 +184,9 @@ class Simulation:
         self.seed = seed
         self.started_at = started_at
         self.npu_smi = root / str(NPU_SMI_PATH).lstrip("/")
-        self.environ: Dict[str, str] = dict(environ)
+        # This process built the tree, so it trusts it: the trust is in the environment handed to
+        # open_machine, never a file in the tree a copy could carry (probes.tree_trust).
+        self.environ: Dict[str, str] = {**environ, TRUST_VARIABLE: "1"}
         self.process_lookup = SimulatedProcessLookup(scenario, started_at, seed)
         #: The DCMI library to load (a path, ``python:<module>``), ``None`` when the machine has none.
         self.dcmi_library: Optional[str] = None

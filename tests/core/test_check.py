@@ -49,6 +49,12 @@ HEALTHY = {
 HEALTHY_LINE = re.compile(r"^healthy: (\d+)/(\d+) chips OK, max (\d+) °C$")
 
 
+@pytest.fixture(autouse=True)
+def trusted_trees(monkeypatch):
+    """These trees carry a fake npu-smi the checks mean to run: trust them (NPUWATCH_TRUST_ROOT=1)."""
+    monkeypatch.setenv("NPUWATCH_TRUST_ROOT", "1")
+
+
 def check(capsys, *argv: str) -> tuple[int, str, str]:
     """`npuwatch check ARGV` through the real command line (needs cli.py's wiring of `check`)."""
     code = main(["check", *argv])

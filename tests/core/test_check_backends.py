@@ -183,7 +183,7 @@ def test_the_npu_smi_backend_loads_nothing_of_dcmi(tmp_path):
     capture = builder.write_file("/capture.txt", capture_text("001"))
     builder.install_executable("/usr/local/bin/npu-smi", f"#!/bin/sh\nexec cat {capture}\n")
     dcmi = ("npuwatch.probes.dcmi", "npuwatch.fallback_source", "ctypes")
-    argv = ["check", "--root", str(builder.root), "--backend", "npu-smi"]
+    argv = ["check", "--root", str(builder.root), "--trust-root", "--backend", "npu-smi"]
     assert loaded(argv, dcmi) == "0 []"
 
 
@@ -246,6 +246,9 @@ def test_a_tree_with_the_driver_s_libdcmi_may_load(tmp_path):
     from npuwatch.probes.sysroot_builder import SysrootBuilder
 
     builder = SysrootBuilder(tmp_path)
-    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, {})) is not None
+    trusted = {"NPUWATCH_TRUST_ROOT": "1"}
+    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, trusted)) is not None
     builder.install_library("/usr/local/Ascend/driver/lib64/driver/libdcmi.so")
-    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, {})) is None
+    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, trusted)) is None
+    held = no_dcmi_library(MachineHandle(builder.sysroot(), None, {}))  # an untrusted tree's: never loaded
+    assert held is not None and "was not loaded: pass --trust-root" in held

@@ -103,6 +103,7 @@ def run_as_written(command: Command, root: Path, bin_dir: Path) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NPUWATCH_", "ASCEND_"))}
     env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     env["NPUWATCH_ROOT"] = str(root)  # the machine: a tree whose /usr/local/bin/npu-smi is simulated
+    env["NPUWATCH_TRUST_ROOT"] = "1"  # built by this test: its npu-smi and fake libdcmi.so may run
     env["PYTHONPATH"] = str(FAKE_RUNTIME)  # for --selftest: a fake pyACL with two devices
     argv = command if isinstance(command, list) else ["/bin/sh", "-c", command]
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd="/")

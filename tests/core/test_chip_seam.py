@@ -63,7 +63,7 @@ def refusing(tmp_path) -> SysrootBuilder:
 
 
 def test_check_names_the_error_code_when_npu_smi_refuses_the_chip_option(refusing, capsys):
-    main(["check", "--json", "--root", str(refusing.root)])
+    main(["check", "--json", "--root", str(refusing.root), "--trust-root"])
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["chips"][0]["error_codes"] == ["80E01801"]
 
@@ -205,7 +205,7 @@ def test_the_healthy_check_loads_neither_the_detail_queries_nor_the_mapping_pars
     )
     code = (
         "import sys; from npuwatch.cli import main; "
-        f"code = main(['check', '--root', {str(builder.root)!r}]); "
+        f"code = main(['check', '--root', {str(builder.root)!r}, '--trust-root']); "
         f"print(code, [m for m in {unwanted!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")

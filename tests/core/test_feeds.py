@@ -210,10 +210,17 @@ def test_a_machine_under_a_root_finds_its_npu_smi(tmp_path):
     binary = tmp_path / "usr" / "local" / "bin" / "npu-smi"
     binary.parent.mkdir(parents=True)
     binary.write_text("#!/bin/sh\n")
-    with open_machine(FeedOptions(root=str(tmp_path)), {}) as machine:
+    with open_machine(FeedOptions(root=str(tmp_path), trust_root=True), {}) as machine:
         assert machine.label == "npu-smi" and machine.scenario is None
         assert machine.npu_smi_path == binary
         assert machine.npu_smi(3.0).timeout_s == 3.0
+        assert machine.trusted and machine.npu_smi_withheld is None
+    with open_machine(FeedOptions(root=str(tmp_path)), {"NPUWATCH_TRUST_ROOT": "1"}) as machine:
+        assert machine.npu_smi_path == binary  # the variable trusts it too
+    with open_machine(FeedOptions(root=str(tmp_path)), {}) as machine:  # untrusted: found, never run
+        assert machine.npu_smi_path is None and not machine.trusted
+        assert machine.npu_smi_withheld is not None
+        assert machine.npu_smi_withheld.program == "/usr/local/bin/npu-smi"
 
 
 def test_open_feed_reads_a_saved_capture_and_a_demo():

@@ -57,6 +57,12 @@ def _install(root: Path, relative: str, built: Path) -> Path:
     return target
 
 
+@pytest.fixture(autouse=True)
+def trusted_trees(monkeypatch):
+    """These trees hold libraries the tests mean to load: trust them (NPUWATCH_TRUST_ROOT=1)."""
+    monkeypatch.setenv("NPUWATCH_TRUST_ROOT", "1")
+
+
 # --- where to look -------------------------------------------------------------------------------
 
 
@@ -73,6 +79,20 @@ def test_another_root_is_searched_without_this_machines_loader_path(tmp_path):
         str(tmp_path / "usr/local/Ascend/driver/lib64/driver/libdcmi.so"),
         str(tmp_path / "usr/local/dcmi/libdcmi.so"),
     )
+
+
+def test_an_untrusted_tree_gives_no_candidate_and_its_library_is_not_loaded(
+    tmp_path, two_functions, monkeypatch
+):
+    monkeypatch.delenv("NPUWATCH_TRUST_ROOT")
+    planted = _install(tmp_path, "usr/local/dcmi/libdcmi.so", two_functions)
+    assert candidates(root=str(tmp_path)) == ()
+    with pytest.raises(LibraryError) as caught:
+        load_library(root=str(tmp_path))
+    assert caught.value.failure.tried == ()
+    assert "libdcmi.so (/usr/local/dcmi/libdcmi.so) was not loaded" in caught.value.failure.message
+    assert "--trust-root" in caught.value.failure.hint
+    assert str(planted) not in Path("/proc/self/maps").read_text()  # never mapped into this process
 
 
 def test_an_explicit_path_is_the_only_candidate(tmp_path):

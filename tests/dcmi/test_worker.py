@@ -277,11 +277,26 @@ def test_a_stand_in_that_cannot_be_imported_is_a_load_failure(tmp_path):
 
 
 def test_no_library_under_the_root_is_not_found(tmp_path):
-    with Worker(None, str(tmp_path), 10.0, {"PYTHONPATH": str(REPO)}) as worker:
+    trusted = {"PYTHONPATH": str(REPO), "NPUWATCH_TRUST_ROOT": "1"}
+    with Worker(None, str(tmp_path), 10.0, trusted) as worker:
         failure = worker.tick()
     assert isinstance(failure, WorkerFailure)
     assert failure.kind == "not-found"
     assert failure.message.startswith("libdcmi.so not found (tried ")
+
+
+def test_an_untrusted_tree_s_library_is_not_loaded_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.delenv("NPUWATCH_TRUST_ROOT", raising=False)
+    library = tmp_path / "usr/local/dcmi/libdcmi.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"not even a library: it must not be opened")
+    with Worker(None, str(tmp_path), 10.0, {"PYTHONPATH": str(REPO)}) as worker:
+        failure = worker.tick()
+    assert isinstance(failure, WorkerFailure)
+    assert failure.kind == "not-found"
+    assert failure.message == (
+        "the tree's libdcmi.so (/usr/local/dcmi/libdcmi.so) was not loaded: pass --trust-root to load it"
+    )
 
 
 def test_an_unforeseen_error_on_npuwatch_s_side_is_a_failure_not_an_exception(tmp_path, monkeypatch):

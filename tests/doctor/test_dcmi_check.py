@@ -263,7 +263,9 @@ class ScriptedMachine(Machine):
         builder.install_library("/usr/local/dcmi/libdcmi.so")
         self.dcmi_side = Scripted(dcmi_readings)
         self.npu_smi_side = Scripted(npu_smi_readings)
-        super().__init__(Sysroot(root, environ={}), None, dcmi_opener=lambda machine, t, g: self.dcmi_side)
+        trusted = {"NPUWATCH_TRUST_ROOT": "1"}  # the tree's library is this test's: it may load
+        opener = lambda machine, t, g: self.dcmi_side  # noqa: E731
+        super().__init__(Sysroot(root, environ=trusted), None, dcmi_opener=opener)
         self._first = self.npu_smi_side.read()
 
     def chip_reading(self) -> SourceReading:
@@ -382,8 +384,11 @@ def test_the_check_never_calls_a_setter():
 def test_where_it_looks_follows_the_loader_s_search_order(tmp_path):
     from npuwatch.probes.dcmi import library
 
-    machine = Machine(Sysroot(tmp_path, environ={}), None)
-    assert dcmi.candidates(machine) == library.candidates(None, str(tmp_path))
+    trusted = {"NPUWATCH_TRUST_ROOT": "1"}
+    machine = Machine(Sysroot(tmp_path, environ=trusted), None)
+    assert dcmi.candidates(machine) == library.candidates(None, str(tmp_path), trusted)
+    assert dcmi.candidates(machine) == tuple(str(tmp_path / p) for p in library.INSTALLED_PATHS)
+    assert dcmi.candidates(Machine(Sysroot(tmp_path, environ={}), None)) == ()  # an untrusted tree's: none
     live = Machine(Sysroot("/", environ={}), None)
     assert dcmi.candidates(live) == library.candidates(None, "/")
     named = Machine(Sysroot("/", environ={"NPUWATCH_DCMI_LIB": "/opt/libdcmi.so"}), None)

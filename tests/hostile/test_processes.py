@@ -292,7 +292,7 @@ def test_the_doctor_reports_a_hung_npu_smi_with_an_escaped_grandchild_as_a_failu
         npu_smi.write_text('#!/bin/sh\nif [ "$1" = child ]; then while :; do sleep 1; done; fi\n'
                            'setsid "$0" child & sleep 300\n')  # fmt: skip
         npu_smi.chmod(0o755)
-        argv = ["doctor", "--root", str(sim.root), "--only", "npu-smi", "--timeout", "1"]
+        argv = ["doctor", "--root", str(sim.root), "--trust-root", "--only", "npu-smi", "--timeout", "1"]
         done = subprocess.run(
             [str(NPUWATCH), *argv], capture_output=True, text=True, timeout=DEADLINE_S, env=_environ(tmp_path)
         )

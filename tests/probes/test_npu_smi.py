@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from npuwatch.model import MetricStatus
-from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError, classify, find_npu_smi
+from npuwatch.probes.npu_smi import (
+    FailureKind,
+    NpuSmi,
+    NpuSmiError,
+    Withheld,
+    classify,
+    find_npu_smi,
+    withheld_npu_smi,
+)
 from npuwatch.probes.runner import RunResult
 from npuwatch.probes.sysroot import Sysroot
 from tests.conftest import capture_text as capture
@@ -156,7 +164,7 @@ def test_query_builds_the_key_value_arguments(tmp_path):
 
 
 def test_find_npu_smi_prefers_explicit_then_tree_paths(tmp_path):
-    sysroot = Sysroot(tmp_path, environ={"PATH": "/usr/bin"})
+    sysroot = Sysroot(tmp_path, environ={"PATH": "/usr/bin", "NPUWATCH_TRUST_ROOT": "1"})
     assert find_npu_smi(sysroot) is None  # a tree never falls back to the host's PATH
     sbin = tmp_path / "usr/local/sbin/npu-smi"
     sbin.parent.mkdir(parents=True)
@@ -167,3 +175,8 @@ def test_find_npu_smi_prefers_explicit_then_tree_paths(tmp_path):
     binary.write_text("")
     assert find_npu_smi(sysroot) == binary
     assert find_npu_smi(sysroot, "/opt/x/npu-smi") == Path("/opt/x/npu-smi")
+    untrusted = Sysroot(tmp_path, environ={"PATH": "/usr/bin"})
+    assert find_npu_smi(untrusted) is None  # found, but an untrusted tree's program never runs
+    assert withheld_npu_smi(untrusted) == Withheld("/usr/local/bin/npu-smi", None)
+    assert withheld_npu_smi(sysroot) is None
+    assert find_npu_smi(untrusted, "/opt/x/npu-smi") == Path("/opt/x/npu-smi")  # the user's own

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Dict, List, Optional, Tuple
 
-from npuwatch.doctor.facts import active_home, cann_arch, home_version, set_env_script, source_advice
+from npuwatch.doctor.facts import (
+    active_home,
+    cann_arch,
+    home_version,
+    not_trusted,
+    set_env_script,
+    source_advice,
+)
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.install_files import DEFAULT_ASCEND_ROOT
@@ -74,6 +81,9 @@ def run(machine: Machine) -> Finding:
     home = active_home(machine)
     if home is None:
         return skipped("no CANN install found (see cann-install)")
+    untrusted = not_trusted(machine, f"loading CANN's libraries from {home}")
+    if untrusted is not None:
+        return untrusted
     core = [locate(machine, name, (home / "lib64",)) for name in CORE_LIBRARIES]
     atb = _atb(machine)
     everything = [*core, *([atb] if atb is not None else [])]

@@ -83,7 +83,7 @@ class Library:
 
 def candidates(machine: Machine) -> Tuple[str, ...]:
     """Where the DCMI worker looks for the library on ``machine`` (real paths), in its order."""
-    return search.candidates(machine.dcmi_library, str(machine.sysroot.root))
+    return search.candidates(machine.dcmi_library, str(machine.sysroot.root), machine.environ)
 
 
 def search_order() -> str:
@@ -107,7 +107,7 @@ def locate(machine: Machine) -> Library:
     """Every candidate that exists, loaded in a child in search order: the first that loads wins."""
     tried = candidates(machine)
     names = tuple(shown(machine, where) for where in tried)
-    if tried[0].startswith(search.PYTHON_PREFIX):  # a module, imported by the worker
+    if tried and tried[0].startswith(search.PYTHON_PREFIX):  # a module, imported by the worker
         return Library(names, loaded=tried[0], stand_in=True)
     present = [where for where in tried if "/" not in where or os.path.exists(where)]
     if not present:
@@ -141,13 +141,19 @@ class _Budget:
 def run(machine: Machine) -> Finding:
     """Find and load the library, initialise it in the DCMI worker, read once, compare with npu-smi."""
     budget = _Budget(time.monotonic() + check_timeout_s(CHECK, machine) - CLOSE_MARGIN_S)
+    held = search.withheld(machine.dcmi_library, str(machine.sysroot.root), machine.environ)
+    if held is not None:
+        untrusted = facts.not_trusted(machine, "loading libdcmi.so", [held])
+        if untrusted is not None:
+            return untrusted
     library = locate(machine)
     details = _library_details(machine, library)
     if library.loaded is None:
         if library.found:
             where, error = library.errors[0]
             return _problem(machine, f"{where} does not load: {error}", _load_hint(error), details)
-        return _no_library(machine, f"libdcmi.so not found (looked in {', '.join(library.tried)})", details)
+        looked = ", ".join(library.tried) or "nowhere: the tree is not trusted"
+        return _no_library(machine, f"libdcmi.so not found (looked in {looked})", details)
     source = _open(machine, budget)
     try:
         first = source.read()
@@ -244,7 +250,8 @@ def _explain(machine: Machine, library: Library, failure: SourceFailure, details
     if code != SYMBOL_MISSING:
         details = [*details, f"DCMI said: {failure.message}"]
     if failure.kind == "not-found":
-        return _no_library(machine, f"libdcmi.so not found (looked in {', '.join(library.tried)})", details)
+        looked = ", ".join(library.tried) or "nowhere: the tree is not trusted"
+        return _no_library(machine, f"libdcmi.so not found (looked in {looked})", details)
     if failure.kind == "permission" or code == -8002:
         return _permission(machine, details)
     if failure.kind in ("init", "load") and code == SYMBOL_MISSING:

@@ -7,7 +7,7 @@ from typing import List, Sequence, Tuple
 from npuwatch.doctor.facts import device_flags
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed
-from npuwatch.probes.devices import MANAGER_NODES, DevNodes
+from npuwatch.probes.devices import DEV_DIR, MANAGER_NODES, UNREADABLE_DEV_HINT, DevNodes
 from npuwatch.probes.visible_devices import parse_docker_visible
 
 #: PCI device ID of the 310B SoC, which has no devmm_svm node (driver-interfaces.md §1).
@@ -52,6 +52,11 @@ def _problems(dev: DevNodes) -> List[str]:
 def run(machine: Machine) -> Finding:
     """Count the chip nodes against the chips, and look for the manager nodes."""
     dev = machine.dev()
+    if dev.unreadable:  # /dev is there: its nodes may be too, this user cannot list them
+        message, _ = machine.cannot_read(DEV_DIR)
+        return failed(
+            f"{message}: the device nodes cannot be listed", UNREADABLE_DEV_HINT, [dev.reason or message]
+        )
     chips = machine.pci().chip_count
     in_container = machine.container().in_container
     davinci = dev.davinci_ids

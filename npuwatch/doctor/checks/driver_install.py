@@ -74,7 +74,8 @@ def run(machine: Machine) -> Finding:
         problems += _library_problems(machine, driver_dir, details, in_container)
     problems += _install_info_problems(machine, driver_dir, details, in_container)
     version = info.version if info is not None else "?"
-    return combine(problems, f"driver {version} at {driver_dir}; {hal.name} loads", details)
+    loads = f"{hal.name} loads" if machine.runs_tree_code else f"{hal.name} not loaded (untrusted tree)"
+    return combine(problems, f"driver {version} at {driver_dir}; {loads}", details)
 
 
 def _version_problems(
@@ -109,6 +110,9 @@ def _library_problems(
     fix = _MOUNT_HINT if in_container else "reinstall the driver: " + _INSTALL_HINT
     if not sysroot.exists(hal):
         return [Problem(Status.FAIL, f"{hal} is missing: CANN and torch_npu cannot start", fix)]
+    if not machine.runs_tree_code:
+        details.append(f"{hal}: not loaded: the tree is not trusted (--trust-root loads it)")
+        return []
     folders = [sysroot.path(driver_dir / folder) for folder in LIBRARY_DIRS]
     real = str(sysroot.path(hal))
     error = load_libraries([real], folders, LOAD_TIMEOUT_S)[real]

@@ -13,6 +13,7 @@ from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.devices import MANAGER_NODES
 from npuwatch.probes.npu_smi import FailureKind, NpuSmiFailure, NpuSmiOutput
+from npuwatch.probes.tree_trust import SAVED_INFO, TRUST_HINT
 
 _CONTAINER_NOT_FOUND_HINT = (
     "mount npu-smi and what it loads from the host: -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi "
@@ -35,7 +36,14 @@ def run(machine: Machine) -> Finding:
     """Run (or reuse) ``npu-smi info`` and explain what went wrong."""
     path = machine.npu_smi_path
     in_container = machine.container().in_container
-    if path is None:
+    withheld = machine.npu_smi_withheld
+    if path is None and withheld is not None:  # an untrusted tree: its npu-smi is never run
+        what = f"running the tree's npu-smi ({withheld.program or 'none in the tree'})"
+        if withheld.saved is None:
+            return facts.not_trusted(machine, what, [f"no saved output at {SAVED_INFO}"]) or failed(
+                f"{what} was held back", TRUST_HINT
+            )
+    elif path is None:
         where = "in this container" if in_container else "on this machine"
         hint = _CONTAINER_NOT_FOUND_HINT if in_container else _HOST_NOT_FOUND_HINT
         return failed(
@@ -44,7 +52,7 @@ def run(machine: Machine) -> Finding:
     result = machine.npu_smi_info()
     if isinstance(result, NpuSmiOutput):
         return _answered(machine, result)
-    details = [f"npu-smi: {path}", *_output_lines(result)]
+    details = [f"npu-smi: {path or SAVED_INFO}", *_output_lines(result)]
     if result.exit_code is not None:
         details.append(f"exit code {result.exit_code}")
     return _explain(machine, result, details, in_container)
@@ -53,6 +61,8 @@ def run(machine: Machine) -> Finding:
 def _answered(machine: Machine, output: NpuSmiOutput) -> Finding:
     table = machine.info_table()
     details = [f"npu-smi: {machine.npu_smi_path}", f"`npu-smi info` took {output.duration_s:.2f} s"]
+    if output.note:  # an untrusted tree's saved output, not npu-smi run now
+        details = [output.note]
     if table is None or not table.chips:
         warnings = list(table.warnings) if table is not None else []
         return warned(
@@ -68,6 +78,10 @@ def _answered(machine: Machine, output: NpuSmiOutput) -> Finding:
     if unlisted is not None:
         # A warning, not a failure: chip-health (which needs this check) fails for the chips.
         return warned(f"{unlisted.message}: its table misses chips", unlisted.hint, details)
+    if output.note:
+        return passed(
+            f"the tree's saved `npu-smi info` (npu-smi {version}): {len(table.chips)} chips", details
+        )
     return passed(
         f"npu-smi {version} answered in {output.duration_s:.1f} s, {len(table.chips)} chips", details
     )

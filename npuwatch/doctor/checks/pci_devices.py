@@ -52,7 +52,7 @@ def summarize_models(functions: Sequence[PciFunction]) -> str:
 
 def _soc_board(machine: Machine) -> Optional[str]:
     """The SoC npu-smi names (``310B4``) when every chip it lists is a 310B board SoC, else ``None``."""
-    if machine.npu_smi_path is None:
+    if machine.npu_smi_path is None and machine.npu_smi_withheld is None:
         return None
     table = machine.info_table()
     names = {(chip.identity.name or "").strip() for chip in table.chips} if table is not None else set()
