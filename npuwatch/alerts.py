@@ -51,6 +51,7 @@ class AlertKind(enum.Enum):
     PCIE_DEGRADED = "pcie-degraded"
     DEVICE_LOST = "device-lost"
     NPU_SMI = "npu-smi"  # the chip source (npu-smi or DCMI): the name predates DCMI, a stable value
+    BACKEND = "backend"  # the chosen backend did not read the sample (auto fell back to npu-smi)
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,9 @@ class AlertTracker:
             finding = self._source(report)
             if finding is not None:
                 findings[finding.alert.key] = finding
+        if snapshot.backend_note is not None:
+            finding = self._fallback(snapshot.backend_note)
+            findings[finding.alert.key] = finding
         judgements = judge_snapshot(snapshot, self.thresholds)
         # Chip values are current only when the source answered; otherwise its alert says why.
         answered = report is None or report.status is MetricStatus.OK
@@ -265,6 +269,13 @@ class AlertTracker:
         # is n/a or stale, and the doctor finds the cause (device nodes, driver, DCMI, a hang).
         message = f"{message}{DOCTOR_POINTER}"
         return _Finding(Alert(("npu-smi",), Severity.CRITICAL, AlertKind.NPU_SMI, message, detail), 1)
+
+    def _fallback(self, note: str) -> _Finding:
+        """The chosen backend did not read this sample (a hung, failing or short DCMI; a library
+        held back): a note, not an alarm — the chips were read — that says why, once it lasts."""
+        detail = f"{note}. `npuwatch doctor` checks the DCMI library; `--backend npu-smi` silences this."
+        alert = Alert(("backend",), Severity.INFO, AlertKind.BACKEND, shorten(note, 90), detail)
+        return _Finding(alert, self.hysteresis.raise_after)
 
 
 def _workload_alerts(chip: ChipSample) -> Iterator[Alert]:

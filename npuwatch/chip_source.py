@@ -17,7 +17,7 @@ This module is in the model layer: it imports only ``npuwatch.model`` and the st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple
 
 from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Versions
@@ -121,6 +121,45 @@ def source_title(probe_name: str) -> str:
     """The chip source a snapshot's report ``probe_name`` names, as alerts and messages say it:
     ``DCMI`` for ``dcmi``, ``npu-smi`` for ``npu-smi``, any other name as it is."""
     return _TITLES.get(probe_name, probe_name)
+
+
+class NotedSource:
+    """``source`` with ``note`` on every reading that has none: why it is not the backend chosen
+    (``auto`` reading npu-smi because an untrusted tree's DCMI library was held back)."""
+
+    def __init__(self, source: ChipSource, note: str) -> None:
+        self.source = source
+        self.note = note
+
+    @property
+    def probe_name(self) -> str:
+        return self.source.probe_name
+
+    @property
+    def label(self) -> str:
+        return self.source.label
+
+    @property
+    def provides_details(self) -> bool:
+        return self.source.provides_details
+
+    @property
+    def provides_processes(self) -> bool:
+        return self.source.provides_processes
+
+    @property
+    def provides_logic_ids(self) -> bool:
+        return self.source.provides_logic_ids
+
+    def read(self) -> SourceReading:
+        outcome = self.source.read()
+        return outcome if outcome.note is not None else replace(outcome, note=self.note)
+
+    def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
+        return self.source.chip_details(npu_id, chip_id)
+
+    def close(self) -> None:
+        close_source(self.source)
 
 
 def close_source(source: ChipSource) -> None:

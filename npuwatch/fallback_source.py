@@ -270,7 +270,12 @@ class FallbackSource:
             self._note = None
             return
         if outcome.failure is not None:
-            self._note = self._why(outcome, max(self._failures, SWITCH_AFTER_FAILURES))
+            name = self.primary.probe_name
+            other = self.fallback.probe_name if self.fallback is not None else "the fallback"
+            self._note = (
+                f"{name} failed ({outcome.failure.message}): reading through {other}; "
+                f"{name} is tried again in the background at most once a minute"
+            )
         self._switch()  # the next retry is a minute after this one ended, not after it began
 
     # the fallback -------------------------------------------------------------------------------

@@ -548,6 +548,9 @@ def chip_source(
     ``ERROR_QUERIES_BUDGET_S`` a tick.  ``deadline``: a one-shot's end, no npu-smi call runs past it.
     """
     worker = None
+    note = None
+    if backend == "auto":
+        backend, note = _without_absent_dcmi(machine)
     if backend != "npu-smi":
         from npuwatch.probes.dcmi.worker import start_worker
 
@@ -565,7 +568,11 @@ def chip_source(
                 errors_budget_s=min(timeout_s, ERROR_QUERIES_BUDGET_S),
             )
         if worker is None:
-            return npu_smi
+            if note is None:
+                return npu_smi
+            from npuwatch.chip_source import NotedSource
+
+            return NotedSource(npu_smi, note)
         from npuwatch.fallback_source import FallbackSource, hedge_for
         from npuwatch.machine_chips import MachineChipsWatch
         from npuwatch.probes.dcmi.source import DcmiSource
@@ -583,6 +590,21 @@ def chip_source(
         if worker is not None:
             worker.close()
         raise
+
+
+def _without_absent_dcmi(machine: MachineHandle) -> Tuple[str, Optional[str]]:
+    """``auto``'s backend where no libdcmi.so can load (a few ``stat`` calls, where a worker that
+    finds nothing costs a Python start and a failed tick a minute): npu-smi, silently on a machine
+    without DCMI; with a note when an untrusted tree's library was held back (``--trust-root``)."""
+    from npuwatch.probes.dcmi.search import absent, withheld
+
+    root = str(machine.sysroot.root)
+    held = withheld(machine.dcmi_library, root, machine.environ)
+    if held is not None:
+        return "npu-smi", f"dcmi: {held}: read through npu-smi"
+    if absent(machine.dcmi_library, root, machine.environ) is not None:
+        return "npu-smi", None
+    return "auto", None
 
 
 def _closing(source: ChipSource, machine: MachineHandle) -> Callable[[], None]:

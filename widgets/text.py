@@ -27,6 +27,8 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
     a table's cells before they are measured, then the whole text.
     """
     lines = [_title(snapshot), _versions(snapshot), ""]
+    if snapshot.backend_note is not None:  # the chosen backend did not read it: say why
+        lines[2:2] = [f"backend: {inert(snapshot.backend_note)}"]
     if snapshot.chips:
         rows = chip_rows(snapshot, ordered=False)  # npu-smi's order
         judged = any(row.workload is not None for row in rows)  # a feed judged the workloads

@@ -317,3 +317,13 @@ def test_a_full_listing_never_asks_the_fallback() -> None:
     for _ in range(3):
         assert source.read().note is None
     assert npu_smi.reads == 0 and machine.calls == 3
+
+
+def test_auto_without_any_libdcmi_reads_npu_smi_alone_and_starts_no_worker() -> None:
+    from npuwatch.feeds import FeedOptions, open_feed
+    from npuwatch.probes.npu_smi.source import NpuSmiSource
+
+    with open_feed(FeedOptions(demo="dcmi-missing")) as feed:
+        assert isinstance(feed.source, NpuSmiSource)  # no DCMI worker: nothing to load
+        snapshot = feed.sample()
+    assert (snapshot.chip_source, snapshot.backend_note, len(snapshot.chips)) == ("npu-smi", None, 8)

@@ -70,3 +70,13 @@ def test_npu_smi_data_prints_no_second_table_and_no_note_about_the_driver_only_m
     text = render_snapshot(snapshot)
     assert "Freq" not in text and "DCMI" not in text and "vector" not in text
     assert text.count("\nNPU  Chip") == 2  # the chip table and the process table, as before
+
+
+def test_a_sample_the_chosen_backend_did_not_read_says_why_under_the_header() -> None:
+    from dataclasses import replace
+
+    snapshot = simulated_snapshots("910b-training", 1)[0]
+    note = "dcmi failed (no such device): this tick read through npu-smi"
+    lines = render_snapshot(replace(snapshot, backend_note=note, chip_source="npu-smi")).splitlines()
+    assert lines[2] == f"backend: {note}"
+    assert not any(line.startswith("backend:") for line in render_snapshot(snapshot).splitlines())
