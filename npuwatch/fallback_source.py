@@ -207,7 +207,7 @@ class FallbackSource:
         waited_s = self._clock() - attempt.started_at
         name, other = self.primary.probe_name, self.fallback.probe_name
         self._note = (
-            f"{name} has not answered for {waited_s:.1f} s (a hung call): reading through {other}; "
+            f"{name} has not answered for {waited_s:.1f} s: reading through {other}; "
             f"{name} is tried again in the background"
         )
         self._attempt = attempt  # still running: its end is taken by a later tick
