@@ -70,6 +70,9 @@ class SourceReading:
     #: after a hang, a crash or a memory or CPU bound): the ProbeReport's ``restarts``, the
     #: exporter's ``npuwatch_worker_restarts_total``.  ``None``: the source runs no such process.
     restarts: Optional[int] = None
+    #: Whose reader process ``restarts`` counts when it is not this reading's source's (``auto``
+    #: reading through npu-smi still counts DCMI's worker restarts: ``dcmi``).
+    restarts_of: Optional[str] = None
 
 
 class ChipSource(Protocol):

@@ -2,7 +2,7 @@
 
 The policy (issues 16 and 27, DESIGN §2.1 ``--backend`` and ``--timeout``):
 
-- ``auto`` reads through the primary source (DCMI, in-process) while it works.  Each primary
+- ``auto`` reads through the primary source (DCMI, in its worker process) while it works.  Each primary
   read runs on a thread of its own: a tick waits for it at most ``hedge_s``, then reads the
   fallback (npu-smi) beside it, so a hung driver library never costs a tick more than
   ``hedge_s`` on top of npu-smi's own timeout — one budget for the whole read, whichever source
@@ -11,8 +11,9 @@ The policy (issues 16 and 27, DESIGN §2.1 ``--backend`` and ``--timeout``):
   source at once, and the primary is tried again **in the background** (its own thread, at most
   once every ``RETRY_PRIMARY_S``), never on a tick's time.  A good background read switches back.
 - A tick the primary fails (an error, not a hang) is read through the fallback at once, so the
-  view never has a hole; after ``SWITCH_AFTER_FAILURES`` failed ticks in a row the fallback
-  becomes the source.
+  view never has a hole; after ``SWITCH_AFTER_FAILURES`` failed ticks within ``SWITCH_WINDOW_S``
+  (in a row or between good ones: a worker killed every third tick) the fallback becomes the
+  source.  The fallback's readings carry the primary's worker restarts (``restarts_of``).
 - A primary that lists fewer chips than the machine has (``expected_chips``: PCI sysfs and
   ``/dev``) — 0 chips from a broken enumeration, a card the library skips — is a failed tick too
   when the fallback lists more: that tick is the fallback's.  When the fallback lists no more, the
@@ -31,7 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, close_source
 
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
     from npuwatch.machine_chips import MachineChips
 
-#: Failed primary ticks in a row before the fallback becomes the source.
+#: Failed primary ticks within ``SWITCH_WINDOW_S`` (in a row or not) before the fallback becomes the source.
 SWITCH_AFTER_FAILURES = 3
+SWITCH_WINDOW_S = 60.0
 #: How often, at most, a fallen-back source tries the primary again (in the background).
 RETRY_PRIMARY_S = 60.0
 #: How long a tick waits for the primary before it reads the fallback beside it, at most.
@@ -115,7 +117,8 @@ class FallbackSource:
         self._clock = clock
         self._active: ChipSource = primary  # the source the policy reads next
         self._produced: ChipSource = primary  # the source that read the last reading
-        self._failures = 0
+        self._failures_at: List[float] = []  # the primary's failures within SWITCH_WINDOW_S
+        self._primary_restarts: Optional[int] = None  # the last count of its worker's restarts
         self._tried_at: Optional[float] = None
         self._note: Optional[str] = None
         self._attempt: Optional[_Attempt] = None  # a primary read still running (hung, or a retry)
@@ -176,34 +179,49 @@ class FallbackSource:
         attempt = _Attempt(self.primary, self._clock())
         if not attempt.wait(self.hedge_s):
             return self._beside_slow_primary(attempt)
-        assert attempt.outcome is not None
-        return self._primary_answered(attempt.outcome)
+        return self._primary_answered(self._seen(attempt))
+
+    def _seen(self, attempt: _Attempt) -> SourceReading:
+        """A finished primary read's outcome, its worker restarts noted for the fallback's readings."""
+        outcome = attempt.outcome
+        assert outcome is not None
+        if outcome.restarts is not None:
+            self._primary_restarts = outcome.restarts
+        return outcome
 
     def _primary_answered(self, outcome: SourceReading) -> SourceReading:
         if outcome.failure is not None:
-            return self._primary_failed(outcome, self._why(outcome, self._failures + 1))
+            self._count_failure(self._why(outcome))
+            return self._from_fallback()
         short = self._too_few(outcome)
         if short is not None:
             return self._primary_short(outcome, short)
-        self._produced = self.primary
-        self._failures = 0
+        return self._primary_good(outcome)
+
+    def _primary_good(self, outcome: SourceReading) -> SourceReading:
+        self._produced = self.primary  # its failures of the last minute still count (a busy thread)
         self._note = None
         return outcome
 
     def _beside_slow_primary(self, attempt: _Attempt) -> SourceReading:
-        """The primary has not answered within ``hedge_s``: read the fallback now; the primary's
-        answer, if it comes meanwhile, still wins; if not, it is hung and the fallback takes over."""
+        """The primary has not answered within ``hedge_s``: read the fallback now.  The primary's
+        answer, if it comes meanwhile, still wins; a fallback that cannot answer leaves the primary
+        its own deadline (a slow start is not a hang); a primary still running when the fallback
+        has answered is hung, and the fallback takes over."""
         assert self.fallback is not None
         fallback = self.fallback.read()
+        if fallback.reading is None and not attempt.done:
+            attempt.wait(None)  # bounded by the primary's own deadline (its worker's)
         if attempt.done:
-            assert attempt.outcome is not None
-            outcome = attempt.outcome
-            if outcome.failure is None and self._too_few(outcome) is None:
-                return self._primary_answered(outcome)
+            outcome = self._seen(attempt)
             if outcome.failure is not None:
-                self._count_failure(self._why(outcome, self._failures + 1))
-            self._produced = self.fallback
-            return replace(fallback, note=self._note)
+                self._count_failure(self._why(outcome))
+                return self._fallbacks(fallback)
+            short = self._too_few(outcome)
+            if short is not None and fallback.reading is not None and _listed(fallback) > _listed(outcome):
+                self._count_failure(self._why_short(short))
+                return self._fallbacks(fallback)
+            return self._primary_good(outcome)
         waited_s = self._clock() - attempt.started_at
         name, other = self.primary.probe_name, self.fallback.probe_name
         self._note = (
@@ -212,39 +230,31 @@ class FallbackSource:
         )
         self._attempt = attempt  # still running: its end is taken by a later tick
         self._switch()
-        self._produced = self.fallback
-        return replace(fallback, note=self._note)
-
-    def _primary_failed(self, outcome: SourceReading, why: str) -> SourceReading:
-        self._produced = self.primary
-        self._count_failure(why)
-        return self._from_fallback()
+        return self._fallbacks(fallback)
 
     def _primary_short(self, outcome: SourceReading, short: str) -> SourceReading:
         """The primary listed fewer chips than the machine has: the fallback's reading when it lists
         more; the primary's otherwise (and the fallback rests for ``RETRY_PRIMARY_S``)."""
-        assert self.fallback is not None and outcome.reading is not None
+        assert self.fallback is not None
         now = self._clock()
         if self._short_since is not None and now - self._short_since < RETRY_PRIMARY_S:
             self._produced = self.primary
             return outcome
         fallback = self.fallback.read()
-        listed = len({chip.identity.key for chip in outcome.reading.chips})
-        if fallback.reading is not None and len({c.identity.key for c in fallback.reading.chips}) > listed:
+        if fallback.reading is not None and _listed(fallback) > _listed(outcome):
             self._short_since = None
             self._count_failure(self._why_short(short))
-            self._produced = self.fallback
-            return replace(fallback, note=self._note)
+            return self._fallbacks(fallback)
         self._short_since = now  # the fallback sees no more: the primary's reading stands
-        self._produced = self.primary
-        self._failures = 0
-        self._note = None
-        return outcome
+        return self._primary_good(outcome)
 
-    def _count_failure(self, why: str) -> None:
-        self._failures += 1
-        self._note = why
-        if self._failures >= SWITCH_AFTER_FAILURES:
+    def _count_failure(self, why: Callable[[int], str]) -> None:
+        """One more primary failure: ``SWITCH_AFTER_FAILURES`` of them within ``SWITCH_WINDOW_S``
+        (good ticks between them or not) make the fallback the source; ``why(count)`` says why."""
+        now = self._clock()
+        self._failures_at = [at for at in self._failures_at if now - at < SWITCH_WINDOW_S] + [now]
+        self._note = why(len(self._failures_at))
+        if len(self._failures_at) >= SWITCH_AFTER_FAILURES:
             self._switch()
 
     def _switch(self) -> None:
@@ -262,11 +272,10 @@ class FallbackSource:
         if attempt is None or not attempt.done:
             return
         self._attempt = None
-        outcome = attempt.outcome
-        assert outcome is not None
+        outcome = self._seen(attempt)
         if outcome.failure is None and self._too_few(outcome) is None:
             self._active = self.primary
-            self._failures = 0
+            self._failures_at = []  # a minute on the fallback at least: a fresh start
             self._note = None
             return
         if outcome.failure is not None:
@@ -282,9 +291,15 @@ class FallbackSource:
 
     def _from_fallback(self) -> SourceReading:
         assert self.fallback is not None
+        return self._fallbacks(self.fallback.read())
+
+    def _fallbacks(self, outcome: SourceReading) -> SourceReading:
+        """The fallback's reading, with why it is the fallback's and the primary's restarts."""
+        assert self.fallback is not None
         self._produced = self.fallback
-        outcome = self.fallback.read()
-        return replace(outcome, note=self._note)
+        restarts = self._primary_restarts
+        of = None if restarts is None else self.primary.probe_name
+        return replace(outcome, note=self._note, restarts=restarts, restarts_of=of)
 
     # what the notes say -------------------------------------------------------------------------
 
@@ -304,26 +319,42 @@ class FallbackSource:
             return None
         return f"lists {listed} of {machine.count} chips ({', '.join(machine.evidence)})"
 
-    def _why_short(self, short: str) -> str:
+    def _why_short(self, short: str) -> Callable[[int], str]:
         name = self.primary.probe_name
         other = self.fallback.probe_name if self.fallback is not None else "the fallback"
-        if self._failures + 1 < SWITCH_AFTER_FAILURES:
-            return f"{name} {short}: this tick read through {other}"
-        return (
-            f"{name} {short} {self._failures + 1} ticks in a row: reading through {other}; "
-            f"{name} is tried again at most once a minute"
-        )
 
-    def _why(self, outcome: SourceReading, failures: int) -> str:
-        """``dcmi failed 3 ticks in a row (…): reading through npu-smi; dcmi is tried again at most
-        once a minute`` — or, before the switch, ``… : this tick read through npu-smi``."""
+        def why(count: int) -> str:
+            if count < SWITCH_AFTER_FAILURES:
+                return f"{name} {short}: this tick read through {other}"
+            return f"{name} {short} ({_times(count)}): reading through {other}; {_RETRIED.format(name)}"
+
+        return why
+
+    def _why(self, outcome: SourceReading) -> Callable[[int], str]:
+        """``dcmi failed 3 times within a minute (…): reading through npu-smi; dcmi is tried again
+        in the background at most once a minute`` — or, before the switch, ``dcmi failed (…): this
+        tick read through npu-smi``."""
         failure = outcome.failure
         said = failure.message if failure is not None else "no reading"
         name = self.primary.probe_name
         other = self.fallback.probe_name if self.fallback is not None else "the fallback"
-        if failures < SWITCH_AFTER_FAILURES:
-            return f"{name} failed ({said}): this tick read through {other}"
-        return (
-            f"{name} failed {failures} ticks in a row ({said}): reading through {other}; "
-            f"{name} is tried again at most once a minute"
-        )
+
+        def why(count: int) -> str:
+            if count < SWITCH_AFTER_FAILURES:
+                return f"{name} failed ({said}): this tick read through {other}"
+            return f"{name} failed {_times(count)} ({said}): reading through {other}; {_RETRIED.format(name)}"
+
+        return why
+
+
+_RETRIED = "{} is tried again in the background at most once a minute"
+
+
+def _times(count: int) -> str:
+    return f"{count} times within {SWITCH_WINDOW_S:g} s"
+
+
+def _listed(outcome: SourceReading) -> int:
+    """How many chips a reading lists (0 for a failure)."""
+    reading = outcome.reading
+    return 0 if reading is None else len({chip.identity.key for chip in reading.chips})

@@ -428,6 +428,9 @@ class ProbeReport:
     #: How many times the probe restarted its reader process since it started (the DCMI worker);
     #: ``None`` for a probe that runs no such process.
     restarts: Optional[int] = None
+    #: The probe whose process ``restarts`` counts, when it is not this one (``dcmi``, counted on
+    #: npu-smi's report while ``auto`` reads through npu-smi).
+    restarts_of: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -306,8 +306,20 @@ def _source_report(name: str, outcome: SourceReading) -> ProbeReport:
     """The chip source's ProbeReport, named by its ``probe_name`` (``Snapshot.chip_source_report``)."""
     if outcome.failure is None:
         found = None if outcome.reading is None else len(outcome.reading.chips)
-        return ProbeReport(name, MetricStatus.OK, outcome.duration_s, found=found, restarts=outcome.restarts)
+        return ProbeReport(
+            name,
+            MetricStatus.OK,
+            outcome.duration_s,
+            found=found,
+            restarts=outcome.restarts,
+            restarts_of=outcome.restarts_of,
+        )
     failure = outcome.failure
     return ProbeReport(
-        name, failure.metric_status, outcome.duration_s, failure.message, restarts=outcome.restarts
+        name,
+        failure.metric_status,
+        outcome.duration_s,
+        failure.message,
+        restarts=outcome.restarts,
+        restarts_of=outcome.restarts_of,
     )

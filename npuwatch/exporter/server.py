@@ -197,7 +197,8 @@ class Exporter:
             failed = report.status is not MetricStatus.OK
             self._probe_errors[report.name] = self._probe_errors.get(report.name, 0) + int(failed)
             if report.restarts is not None:  # a counter: kept while another backend reads
-                self._restarts[report.name] = max(self._restarts.get(report.name, 0), report.restarts)
+                whose = report.restarts_of or report.name
+                self._restarts[whose] = max(self._restarts.get(whose, 0), report.restarts)
         view = ExporterView(
             snapshot, self._clock() - started, None, dict(self._probe_errors), dict(self._restarts)
         )

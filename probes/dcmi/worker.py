@@ -95,6 +95,9 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Failures in a row a fresh worker is started after at once; then the wait doubles up to the cap.
 RESTARTS_AT_ONCE = 3
 RESTART_BACKOFF_MAX_S = 60.0
+#: Failures count towards the back-off while they are this recent, good ticks between them or not
+#: (a library whose worker is killed every third tick must back off too, not restart for ever).
+FAILURE_WINDOW_S = 300.0
 #: How often npuwatch looks at the worker's memory while it waits for an answer (a leak inside
 #: one long call is caught within this, not only at the end of the call).
 LIMIT_CHECK_S = 0.25
@@ -183,6 +186,7 @@ class Worker:
         environ: Optional[Mapping[str, str]] = None,
         *,
         start_grace_s: float = START_GRACE_S,
+        restart_at_once: bool = True,
         python: str = sys.executable,
         opener: str = DEFAULT_OPENER,
         clock: Callable[[], float] = time.monotonic,
@@ -193,6 +197,9 @@ class Worker:
         self.timeout_s = timeout_s
         self.environ = dict(environ or {})
         self.start_grace_s = start_grace_s
+        #: Start the next worker as soon as one failed (a live feed's next tick finds it ready);
+        #: ``False`` for a one-shot command, which has no next tick to wait for one.
+        self.restart_at_once = restart_at_once
         self.python = python
         self.opener = opener  # "module:function" (an ``Opener``): tests give a stand-in reader
         self.bounds = DEFAULT_BOUNDS if bounds is None else bounds  # what it may use (``bounds``)
@@ -206,7 +213,7 @@ class Worker:
         self._ready = False  # the worker's init and inventory answers were read
         self._enumerated = False  # a new inventory not yet handed on with a tick
         self._dying: List[subprocess.Popen[bytes]] = []  # killed, not reaped yet (stuck in the driver)
-        self._failures = 0  # in a row
+        self._failed_at: List[float] = []  # when the failures of the last FAILURE_WINDOW_S came
         self._next_start = 0.0
         self._last_failure: Optional[WorkerFailure] = None
         self._closed = False
@@ -253,8 +260,9 @@ class Worker:
                         _CRASH_HINT,
                     )
                 )
-            self._failures = 0
             self._last_failure = None
+            if self._closed:  # closed while this request started a worker: it ends here
+                self._end(polite=False)
             return answer
 
     def close(self) -> None:
@@ -292,20 +300,25 @@ class Worker:
             failure = self._spawn_if_due()
             if failure is not None:
                 raise _FailedError(failure)
+        # One deadline for the whole request (issue 27: one budget): a worker's start, the
+        # enumeration and the tick's calls share it; a start gets ``start_grace_s`` more, counted
+        # from the worker's start, or from now for a worker that has waited, ready, to be asked.
+        deadline = self._clock() + self.timeout_s
         if not self._ready:
+            deadline = max(self._started_at + self.start_grace_s, self._clock()) + self.timeout_s
             began = self._clock()
-            self._receive_startup()
+            self._receive_startup(deadline)
             timings["startup_s"] = self._clock() - began
             self._busy(self._clock() - self._started_at)  # the interpreter's start, loading, init
         elif reenumerate:
             began = self._clock()
             self._send(("inventory",))
-            self._take_inventory(self._receive("inventory", self._clock() + self.timeout_s, "enumeration"))
+            self._take_inventory(self._receive("inventory", deadline, "enumeration"))
             timings["inventory_s"] = self._clock() - began
             self._busy(timings["inventory_s"])
         began = self._clock()
         self._send(("tick",))
-        outcome = self._receive("tick", self._clock() + self.timeout_s, "the tick's calls")
+        outcome = self._receive("tick", deadline, "the tick's calls")
         timings["tick_s"] = self._clock() - began
         self._busy(timings["tick_s"])
         self._check_bounds(cpu=True)
@@ -323,15 +336,14 @@ class Worker:
             timings=timings,
         )
 
-    def _receive_startup(self) -> None:
-        deadline = self._started_at + self.start_grace_s + self.timeout_s
+    def _receive_startup(self, deadline: float) -> None:
         init = self._receive("init", deadline, "loading the library and dcmi_init")
         if not isinstance(init, InitOutcome):
             raise _FailedError(self._protocol_failure(init))
         if init.kind != "ok":
             self._end(polite=True)
             raise _FailedError(_init_failure(init))
-        self._take_inventory(self._receive("inventory", self._clock() + self.timeout_s, "enumeration"))
+        self._take_inventory(self._receive("inventory", deadline, "enumeration"))
         self._ready = True
 
     def _take_inventory(self, inventory: object) -> None:
@@ -363,7 +375,9 @@ class Worker:
             if message is not None:
                 return self._expect(kind, message)
             left = deadline - self._clock()
-            if left <= 0 or not _readable(fd, min(left, LIMIT_CHECK_S)):
+            # An answer already in the pipe is read whatever the time: a deadline is missed only
+            # by a worker that has not answered.
+            if not _readable(fd, max(0.0, min(left, LIMIT_CHECK_S))):
                 if self._clock() >= deadline:
                     raise _FailedError(self._timed_out(doing))
                 self._check_bounds(cpu=False)  # a call that leaks while it runs
@@ -463,12 +477,14 @@ class Worker:
         settled = failure.kind in ("permission", "init", "not-found", "load")
         if settled:
             self._end(polite=True)
-        self._failures += 1
+        now = self._clock()
+        self._failed_at = [at for at in self._failed_at if now - at < FAILURE_WINDOW_S] + [now]
         self._last_failure = failure
-        self._next_start = self._clock() + restart_delay_s(self._failures)
+        self._next_start = now + restart_delay_s(len(self._failed_at))
         # A missing library or a refused dcmi_init will not change by trying again at once: the
         # next worker starts on the next read, not now (a process and a close's wait saved).
-        if not settled and not self._closed and self._proc is None and self._clock() >= self._next_start:
+        eager = self.restart_at_once and not settled and not self._closed and not runner.ending()
+        if eager and self._proc is None and self._clock() >= self._next_start:
             self._spawn_if_due()
         return failure
 
@@ -477,6 +493,8 @@ class Worker:
     def _spawn_if_due(self) -> Optional[WorkerFailure]:
         if self._clock() < self._next_start and self._last_failure is not None:
             return self._last_failure  # backing off: the same answer, without a new process
+        if runner.ending():  # npuwatch is ending (a signal): it starts nothing new
+            return WorkerFailure("closed", "npuwatch is ending: no DCMI worker starts", "")
         self._reap_dying()
         if self._dying:
             return WorkerFailure(
@@ -560,6 +578,7 @@ def start_worker(
     timeout_s: Optional[float] = None,
     environ: Optional[Mapping[str, str]] = None,
     start_grace_s: float = START_GRACE_S,
+    restart_at_once: bool = True,
 ) -> Worker:
     """A ``Worker`` started now: it loads the library, initialises and enumerates while the caller
     does other things (this module imports little, so it can be the first thing a feed does).
@@ -569,13 +588,14 @@ def start_worker(
     read's limit (``None``: ``DEFAULT_TIMEOUT_S``).  ``environ`` is added to the worker's
     environment (a demo's fake library reads its variables there).  ``start_grace_s``: how much
     longer than one read the first answer (the interpreter's start, the library's load and
-    ``dcmi_init``) may take.
+    ``dcmi_init``) may take.  ``restart_at_once``: start a fresh worker as soon as one failed
+    (``False`` for a one-shot command, which has no next read to have it ready for).
     """
     env = dict(environ or {})
     if library is None:
         library = env.get(LIBRARY_VARIABLE) or os.environ.get(LIBRARY_VARIABLE) or None
     limit_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
-    worker = Worker(library, root, limit_s, env, start_grace_s=start_grace_s)
+    worker = Worker(library, root, limit_s, env, start_grace_s=start_grace_s, restart_at_once=restart_at_once)
     worker.start()
     return worker
 
@@ -600,8 +620,8 @@ def crash_message(returncode: Optional[int]) -> str:
 
 
 def restart_delay_s(failures: int) -> float:
-    """How long after ``failures`` failures in a row the next worker starts: at once for the first
-    ``RESTARTS_AT_ONCE``, then 2, 4, 8 … s up to ``RESTART_BACKOFF_MAX_S``."""
+    """How long after ``failures`` recent failures (``FAILURE_WINDOW_S``) the next worker starts:
+    at once for the first ``RESTARTS_AT_ONCE``, then 2, 4, 8 … s up to ``RESTART_BACKOFF_MAX_S``."""
     if failures < RESTARTS_AT_ONCE:
         return 0.0
     return min(RESTART_BACKOFF_MAX_S, 2.0 ** (failures - RESTARTS_AT_ONCE + 1))

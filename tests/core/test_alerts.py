@@ -280,10 +280,7 @@ def test_the_source_alert_names_dcmi_when_dcmi_read_the_chips(report, message):
 
 
 def test_a_fallback_from_the_chosen_backend_is_a_calm_note_once_it_lasts_and_clears():
-    note = (
-        "dcmi has not answered for 1.0 s: reading through npu-smi; "
-        "dcmi is tried again in the background"
-    )
+    note = "dcmi has not answered for 1.0 s: reading through npu-smi; dcmi is tried again in the background"
     fell_back = replace(snap([chip(0)]), backend_note=note)
     tracker = AlertTracker()
     assert tracker.update(fell_back) == ()  # one tick read through npu-smi is no news
@@ -579,7 +576,7 @@ def test_demo_dcmi_hang_read_through_dcmi_alerts_dcmi_hung_not_npu_smi():
     assert snapshot.chip_source == "dcmi"
     alerts = tracker.update(snapshot)
     assert kinds(alerts) == [(AlertKind.NPU_SMI, Severity.CRITICAL, None)]
-    assert alerts[0].message.startswith("DCMI hung: killed after 1.")
+    assert alerts[0].message.startswith("DCMI hung: killed after ")
     assert "npu-smi" not in alerts[0].message
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Callable, List, Optional, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
@@ -90,8 +91,8 @@ def test_three_failed_ticks_switch_and_the_primary_is_retried_once_a_minute() ->
         outcome = source.read()
     assert source.on_fallback
     assert outcome.note == (
-        "dcmi failed 3 ticks in a row (dcmi timed out): reading through npu-smi; "
-        "dcmi is tried again at most once a minute"
+        "dcmi failed 3 times within 60 s (dcmi timed out): reading through npu-smi; "
+        "dcmi is tried again in the background at most once a minute"
     )
     for _ in range(10):  # within the minute: npu-smi only, the note stays
         clock.now += 1.0
@@ -161,17 +162,17 @@ class _Hanging:
     provides_processes = True
     provides_logic_ids = True
 
-    def __init__(self, name: str, good: bool = True, chips: int = 1) -> None:
+    def __init__(self, name: str, good: bool = True, chips: int = 1, hang_s: float = 60.0) -> None:
         self.probe_name = self.label = name
         self.release = threading.Event()
         self.reads = 0
         self.good = good
         self.chips = chips
+        self.hang_s = hang_s  # its own deadline: then it fails, as the worker kills a hung call
 
     def read(self) -> SourceReading:
         self.reads += 1
-        self.release.wait(60.0)
-        if not self.good:
+        if not self.release.wait(self.hang_s) or not self.good:
             return SourceReading(None, SourceFailure("timeout", f"{self.probe_name} hung", "wait"), 60.0)
         listed = tuple(ChipSample(ChipIdentity(n, 0, name=self.probe_name)) for n in range(self.chips))
         return SourceReading(ChipReading(chips=listed), None, 0.01)
@@ -227,8 +228,8 @@ def test_a_slow_primary_that_answers_while_the_fallback_runs_wins() -> None:
     assert npu_smi.reads == 1
 
 
-def test_both_hung_end_within_the_hedge_and_the_fallbacks_own_limit() -> None:
-    dcmi = _Hanging("dcmi")
+def test_both_hung_end_within_the_hedge_and_the_slower_of_their_own_limits() -> None:
+    dcmi = _Hanging("dcmi", hang_s=0.5)
 
     class _TimingOut(_Scripted):
         def read(self) -> SourceReading:
@@ -241,8 +242,46 @@ def test_both_hung_end_within_the_hedge_and_the_fallbacks_own_limit() -> None:
     finally:
         dcmi.release.set()
     assert outcome.failure is not None and outcome.failure.message == "npu-smi timed out"
-    assert outcome.note is not None and "dcmi has not answered" in outcome.note
-    assert waited_s < 0.1 + 0.3 + 5.0  # not the primary's 60 s
+    assert outcome.note == "dcmi failed (dcmi hung): this tick read through npu-smi"
+    assert waited_s < 0.1 + 0.5 + 5.0  # the primary's own deadline, no more
+
+
+def test_a_slow_primary_is_waited_for_when_the_fallback_cannot_answer() -> None:
+    """A DCMI that starts slowly (past the hedge) where npu-smi is missing still reads the chips."""
+    dcmi = _Hanging("dcmi", chips=8)
+
+    class _Missing(_Scripted):
+        def read(self) -> SourceReading:
+            threading.Timer(0.3, dcmi.release.set).start()  # DCMI answers after npu-smi failed
+            return super().read()
+
+    source = FallbackSource(dcmi, _Missing("npu-smi", [False]), hedge_s=0.05)
+    outcome = source.read()
+    assert (source.probe_name, outcome.note, source.on_fallback) == ("dcmi", None, False)
+    assert outcome.reading is not None and len(outcome.reading.chips) == 8
+
+
+def test_failures_between_good_ticks_switch_too() -> None:
+    """A primary killed every other tick (a busy library thread) stops being the source."""
+    clock = _Clock()
+    dcmi = _Scripted("dcmi", [False, True, False, True, False])
+    source = FallbackSource(dcmi, _Scripted("npu-smi", []), clock=clock)
+    for _ in range(5):
+        clock.now += 1.0
+        outcome = source.read()
+    assert source.on_fallback and _name(outcome) == "npu-smi"
+    assert outcome.note is not None and "3 times within 60 s" in outcome.note
+
+
+def test_the_primarys_worker_restarts_ride_on_the_fallbacks_readings() -> None:
+    class _Restarting(_Scripted):
+        def read(self) -> SourceReading:
+            return replace(super().read(), restarts=self.reads)
+
+    source = FallbackSource(_Restarting("dcmi", [False, False]), _Scripted("npu-smi", []))
+    first, second = source.read(), source.read()
+    assert (first.restarts, first.restarts_of) == (1, "dcmi")
+    assert (second.restarts, second.restarts_of) == (2, "dcmi")
 
 
 def test_a_background_retry_that_hangs_never_holds_a_tick() -> None:
@@ -289,7 +328,7 @@ def test_a_primary_listing_no_chip_on_a_machine_with_chips_is_read_through_the_f
     assert outcome.note == "dcmi lists 0 of 8 chips (8 Ascend PCI functions): this tick read through npu-smi"
     for _ in range(SWITCH_AFTER_FAILURES - 1):
         outcome = source.read()
-    assert source.on_fallback and outcome.note is not None and "3 ticks in a row" in outcome.note
+    assert source.on_fallback and outcome.note is not None and "(3 times within 60 s)" in outcome.note
 
 
 def test_a_short_listing_stands_when_the_fallback_sees_no_more_and_the_fallback_rests() -> None:

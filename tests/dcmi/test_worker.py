@@ -12,6 +12,7 @@ from npuwatch.probes import runner
 from npuwatch.probes.dcmi import records
 from npuwatch.probes.dcmi.worker import (
     RESTART_BACKOFF_MAX_S,
+    RESTARTS_AT_ONCE,
     Worker,
     WorkerFailure,
     WorkerTick,
@@ -315,3 +316,43 @@ def test_an_unforeseen_error_on_npuwatch_s_side_is_a_failure_not_an_exception(tm
         assert _gone(pid)  # that worker is ended: the next tick starts afresh
         monkeypatch.undo()
         assert isinstance(worker.tick(), WorkerTick)
+
+
+def test_a_ready_worker_asked_long_after_its_start_answers_and_is_not_killed_as_hung(tmp_path):
+    """The first answer's limit runs from the request for a worker that waited, ready, to be asked
+    (the fallback's background retry a minute later, a long --interval): never from its start."""
+    environ = standin_environ(tmp_path, "ok")
+    with Worker(None, "/", 0.5, environ, opener=OPENER, start_grace_s=0.5) as worker:
+        worker.start()
+        time.sleep(2.0)  # ready long ago: start + grace + timeout passed before it is asked
+        answer = worker.tick()
+        assert isinstance(answer, WorkerTick), answer
+        assert worker.restarts == 0 and worker.starts == 1
+
+
+def test_failures_between_good_ticks_still_back_off(tmp_path):
+    """A worker killed every other tick (a busy library thread) backs off like one that fails in a row."""
+    clock = [100.0]
+    worker = _worker(tmp_path)
+    worker._clock = lambda: clock[0]
+    with worker:
+        for _ in range(RESTARTS_AT_ONCE):
+            _tick(worker)
+            worker._end(polite=False)  # killed past a bound, as _check_bounds does
+            worker._failed(WorkerFailure("limit", "past a bound"))
+            clock[0] += 1.0
+        starts = worker.starts
+        held = worker.tick()  # the third recent failure: the next worker waits its turn
+        assert isinstance(held, WorkerFailure) and held.kind == "limit"
+        assert worker.starts == starts
+        clock[0] += RESTART_BACKOFF_MAX_S
+        _tick(worker)
+
+
+def test_a_one_shots_worker_is_not_restarted_at_once_after_a_failure(tmp_path):
+    environ = standin_environ(tmp_path, "ok")
+    with Worker(None, "/", 5.0, environ, opener=OPENER, restart_at_once=False) as worker:
+        _tick(worker)
+        worker._end(polite=False)
+        worker._failed(WorkerFailure("crash", "gone"))
+        assert worker.pid is None and worker.starts == 1  # nothing started for a read that never comes
