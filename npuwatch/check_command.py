@@ -12,7 +12,7 @@ from typing import Collection, Mapping, Optional, TextIO
 
 from npuwatch.chip_source import ChipSource, close_source
 from npuwatch.errors import UsageError, VariableError
-from npuwatch.feeds import ONE_SHOT_GRACE_S, FeedOptions, MachineHandle, open_machine
+from npuwatch.feeds import FeedOptions, MachineHandle, one_shot_deadline, open_machine
 from npuwatch.health import check_health, check_source
 from npuwatch.probes.npu_smi.source import CaptureSource
 from npuwatch.probes.sysroot import Sysroot
@@ -102,24 +102,11 @@ def evaluate(args: argparse.Namespace, options: FeedOptions, environ: Mapping[st
                 f"--demo {machine.scenario} simulates npu-smi and sysfs, not the Ascend runtime: "
                 "nothing to self-test"
             )
-        absent = no_dcmi_library(machine) if backend == "auto" else None
-        deadline = started + timeout_s + ONE_SHOT_GRACE_S
-        chips = live_source(machine, "npu-smi" if absent else backend, timeout_s, deadline)
+        chips = live_source(machine, backend, timeout_s, one_shot_deadline(timeout_s, started))
         try:
-            return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime, backend_note=absent)
+            return _judge(args, machine.sysroot, chips, selftest_skip=no_runtime)
         finally:
             close_source(chips)  # no DCMI worker outlives ``check``
-
-
-def no_dcmi_library(machine: MachineHandle) -> Optional[str]:
-    """Why ``auto`` need not start DCMI's worker here (``search.absent``: no libdcmi.so where the
-    driver puts it, none on the loader path); ``None`` when one may.  A few ``stat`` calls, where a
-    worker that finds nothing costs a Python start: a check every few seconds in a container
-    without /usr/local/dcmi must not pay it."""
-    from npuwatch.probes.dcmi.search import absent
-
-    why = absent(machine.dcmi_library, str(machine.sysroot.root), machine.environ)
-    return None if why is None else f"dcmi: {why}: read through npu-smi"
 
 
 def live_source(
@@ -132,7 +119,7 @@ def live_source(
     from npuwatch.feeds import chip_source
 
     npu_smi = check_source(machine.npu_smi(timeout_s, deadline), machine.label)
-    return chip_source(machine, backend, timeout_s, npu_smi=npu_smi)
+    return chip_source(machine, backend, timeout_s, npu_smi=npu_smi, deadline=deadline)
 
 
 def _judge(

@@ -8,12 +8,11 @@ import gc
 import importlib
 import os
 import sys
-import time
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from npuwatch import __version__
 from npuwatch.errors import UsageError
-from npuwatch.feeds import ONE_SHOT_GRACE_S, FeedOptions, scenario_listing, shared_options
+from npuwatch.feeds import FeedOptions, one_shot_deadline, scenario_listing, shared_options
 from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.termination import raise_on_termination
 from npuwatch.text_safety import can_encode, guard_streams, inert
@@ -163,8 +162,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
     options = FeedOptions.from_args(args)
     # One budget for the command (README ``--timeout``): no npu-smi call runs past it.
-    deadline = time.monotonic() + options.timeout() + ONE_SHOT_GRACE_S
-    with open_feed(options, deadline=deadline) as sampler:
+    with open_feed(options, deadline=one_shot_deadline(options.timeout())) as sampler:
         snapshot = sampler.sample()
     if getattr(args, "json", False):
         print(snapshot_json.dumps(snapshot, ensure_ascii=not can_encode(sys.stdout)))

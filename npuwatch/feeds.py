@@ -62,6 +62,14 @@ WORKER_START_GRACE_S = 1.0
 #: (``fallback_source.hedge_for``) and the error codes of chips not OK, all inside it; the
 #: interpreter's start is the rest of the 2 s.
 ONE_SHOT_GRACE_S = 1.5
+
+
+def one_shot_deadline(timeout_s: float, started: Optional[float] = None) -> float:
+    """A one-shot command's end (``time.monotonic()``): ``started`` (now) plus its ``--timeout``
+    and ``ONE_SHOT_GRACE_S``; no npu-smi call runs past it, no DCMI worker is started again."""
+    return (time.monotonic() if started is None else started) + timeout_s + ONE_SHOT_GRACE_S
+
+
 #: The time a tick's ``npu-smi info -t health`` queries (the error codes of chips not OK) share:
 #: a driver that hangs on a broken chip's query must not hold a tick for a timeout per chip.
 ERROR_QUERIES_BUDGET_S = 2.0
@@ -550,13 +558,18 @@ def chip_source(
     worker = None
     note = None
     if backend == "auto":
-        backend, note = _without_absent_dcmi(machine)
+        backend, note = auto_backend(machine)
     if backend != "npu-smi":
         from npuwatch.probes.dcmi.worker import start_worker
 
         root = str(machine.sysroot.root)
         worker = start_worker(
-            machine.dcmi_library, root, timeout_s, machine.environ, start_grace_s=WORKER_START_GRACE_S
+            machine.dcmi_library,
+            root,
+            timeout_s,
+            machine.environ,
+            start_grace_s=WORKER_START_GRACE_S,
+            restart_at_once=deadline is None,  # a one-shot reads once: no worker for a next read
         )
     try:
         if npu_smi is None:
@@ -592,10 +605,12 @@ def chip_source(
         raise
 
 
-def _without_absent_dcmi(machine: MachineHandle) -> Tuple[str, Optional[str]]:
-    """``auto``'s backend where no libdcmi.so can load (a few ``stat`` calls, where a worker that
-    finds nothing costs a Python start and a failed tick a minute): npu-smi, silently on a machine
-    without DCMI; with a note when an untrusted tree's library was held back (``--trust-root``)."""
+def auto_backend(machine: MachineHandle) -> Tuple[str, Optional[str]]:
+    """``auto``'s backend on ``machine`` and the note that explains it: ``("auto", None)`` where a
+    libdcmi.so may load; ``("npu-smi", None)`` on a machine without any (a few ``stat`` calls,
+    where a worker that finds nothing costs a Python start and a failed tick a minute: such a
+    machine simply reads npu-smi); ``("npu-smi", note)`` when an untrusted tree's library was held
+    back (``--trust-root``)."""
     from npuwatch.probes.dcmi.search import absent, withheld
 
     root = str(machine.sysroot.root)

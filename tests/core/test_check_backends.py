@@ -205,15 +205,12 @@ def spawned_workers(monkeypatch) -> List[List[str]]:
     return started
 
 
-def test_auto_without_any_libdcmi_starts_no_worker_and_says_so(capsys, spawned_workers):
+def test_auto_without_any_libdcmi_starts_no_worker_and_simply_reads_npu_smi(capsys, spawned_workers):
     code, doc = check_json(capsys, "--demo", "dcmi-missing", "--backend", "auto")
     assert code == 0
     assert spawned_workers == []
     assert doc["backend"] == "npu-smi"
-    assert doc["backend_note"] == (
-        "dcmi: libdcmi.so not found (looked in /usr/local/Ascend/driver/lib64/driver/libdcmi.so, "
-        "/usr/local/dcmi/libdcmi.so): read through npu-smi"
-    )
+    assert doc["backend_note"] is None  # no DCMI here is no news (snapshot and the views agree)
 
 
 def test_auto_with_a_libdcmi_starts_its_worker(capsys, spawned_workers):
@@ -231,24 +228,23 @@ def test_an_explicit_dcmi_backend_always_asks_the_worker(capsys, spawned_workers
 
 
 def test_a_libdcmi_on_ld_library_path_may_load(tmp_path):
-    from npuwatch.check_command import no_dcmi_library
-    from npuwatch.feeds import MachineHandle
+    from npuwatch.feeds import MachineHandle, auto_backend
     from npuwatch.probes.sysroot import Sysroot
 
     (tmp_path / "libdcmi.so").write_bytes(b"")
     environ = {"LD_LIBRARY_PATH": f"/nonexistent:{tmp_path}"}
-    assert no_dcmi_library(MachineHandle(Sysroot("/", environ=environ), None, environ)) is None
+    assert auto_backend(MachineHandle(Sysroot("/", environ=environ), None, environ)) == ("auto", None)
 
 
 def test_a_tree_with_the_driver_s_libdcmi_may_load(tmp_path):
-    from npuwatch.check_command import no_dcmi_library
-    from npuwatch.feeds import MachineHandle
+    from npuwatch.feeds import MachineHandle, auto_backend
     from npuwatch.probes.sysroot_builder import SysrootBuilder
 
     builder = SysrootBuilder(tmp_path)
     trusted = {"NPUWATCH_TRUST_ROOT": "1"}
-    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, trusted)) is not None
+    assert auto_backend(MachineHandle(builder.sysroot(), None, trusted)) == ("npu-smi", None)
     builder.install_library("/usr/local/Ascend/driver/lib64/driver/libdcmi.so")
-    assert no_dcmi_library(MachineHandle(builder.sysroot(), None, trusted)) is None
-    held = no_dcmi_library(MachineHandle(builder.sysroot(), None, {}))  # an untrusted tree's: never loaded
+    assert auto_backend(MachineHandle(builder.sysroot(), None, trusted)) == ("auto", None)
+    backend, held = auto_backend(MachineHandle(builder.sysroot(), None, {}))  # an untrusted tree's
+    assert backend == "npu-smi"
     assert held is not None and "was not loaded: pass --trust-root" in held
