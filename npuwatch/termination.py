@@ -111,7 +111,9 @@ class Termination:
         _kill_children()
         if not self.signal_name:
             self.signal_name = signal.Signals(signum).name
-        self.event.set()
+        # Not ``event.set()`` here: the handler runs in the main thread between two bytecodes,
+        # maybe while that thread holds the event's own (non-reentrant) lock inside ``wait()``.
+        threading.Thread(target=self.event.set, name="npuwatch-signal", daemon=True).start()
 
 
 @contextlib.contextmanager
