@@ -361,6 +361,10 @@ def _explicit_npu_smi(given: str) -> Path:
     return Path(os.path.abspath(given))
 
 
+#: The least time worth giving an npu-smi call before a one-shot's deadline (``NpuSmi.deadline``).
+_LEAST_CALL_S = 0.1
+
+
 class NpuSmi:
     """Runs npu-smi sub-commands with a timeout and returns their text or an explained failure."""
 
@@ -393,7 +397,16 @@ class NpuSmi:
         argv = (str(self.path), *args)
         timeout_s = self.timeout_s
         if self.deadline is not None:
-            timeout_s = max(0.05, min(timeout_s, self.deadline - time.monotonic()))
+            left_s = self.deadline - time.monotonic()
+            if left_s < _LEAST_CALL_S:  # the command's budget is spent: not npu-smi's fault
+                raise NpuSmiError(
+                    NpuSmiFailure(
+                        FailureKind.TIMEOUT,
+                        f"npu-smi {' '.join(args)} was not run: the command's --timeout budget was spent",
+                        "raise --timeout; `npuwatch doctor` times each source on its own",
+                    )
+                )
+            timeout_s = min(timeout_s, left_s)
         try:
             result = run(argv, timeout_s, env=_child_env())
         except LaunchError as exc:

@@ -180,3 +180,19 @@ def test_find_npu_smi_prefers_explicit_then_tree_paths(tmp_path):
     assert withheld_npu_smi(untrusted) == Withheld("/usr/local/bin/npu-smi", None)
     assert withheld_npu_smi(sysroot) is None
     assert find_npu_smi(untrusted, "/opt/x/npu-smi") == Path("/opt/x/npu-smi")  # the user's own
+
+
+def test_a_call_past_a_one_shots_deadline_is_not_run_and_says_the_budget_was_spent(tmp_path):
+    import time
+
+    from npuwatch.probes.npu_smi import FailureKind, NpuSmi, NpuSmiError
+
+    marker = tmp_path / "ran"
+    script = tmp_path / "npu-smi"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    with pytest.raises(NpuSmiError) as raised:
+        NpuSmi(script, timeout_s=5.0, deadline=time.monotonic() - 1.0).info()
+    failure = raised.value.failure
+    assert failure.kind is FailureKind.TIMEOUT and "budget was spent" in failure.message
+    assert not marker.exists()
