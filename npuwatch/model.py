@@ -92,6 +92,8 @@ class MetricStatus(enum.Enum):
     PERMISSION = "permission"
     TIMEOUT = "timeout"
     ERROR = "error"
+    #: A value outside what any Ascend chip can report (``npuwatch.plausible``): set aside, not shown.
+    IMPLAUSIBLE = "implausible"
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def plausible(chip: ChipSample) -> Tuple[ChipSample, Tuple[str, ...]]:
         return chip, ()
     notes = dict(chip.notes)
     for metric, reason in reasons.items():
-        notes[metric] = MetricNote(MetricStatus.ERROR, f"{reason}: not a real reading")
+        notes[metric] = MetricNote(MetricStatus.IMPLAUSIBLE, f"{reason}: not a real reading")
     cleared = {metric: None for metric in reasons}
     values = ", ".join(f"{metric} {chip.metric(metric):g}" for metric in reasons)
     why = "a broken sensor or a garbled table"

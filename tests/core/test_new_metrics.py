@@ -125,7 +125,7 @@ def test_an_impossible_new_value_is_set_aside_like_the_old_ones(name, impossible
     chip = ChipSample(ChipIdentity(0, 0, "910B3"), Health.OK, **{name: impossible})  # type: ignore[arg-type]
     cleared, warnings = plausible(chip)
     assert getattr(cleared, name) is None
-    assert cleared.notes[name].status is MetricStatus.ERROR
+    assert cleared.notes[name].status is MetricStatus.IMPLAUSIBLE
     assert cleared.notes[name].reason.startswith(f"implausible value {float(impossible):g} ")
     assert warnings and name in warnings[0]
     kept, none = plausible(replace(chip, **{name: possible}))

@@ -19,7 +19,7 @@ def test_a_good_chip_is_returned_as_it_is() -> None:
 def test_an_integer_out_of_range_is_set_aside_with_its_value_as_printed() -> None:
     checked, warnings = plausible(_chip(temperature_c=-273000, aicore_percent=999, power_w=-363.5))
     assert (checked.temperature_c, checked.aicore_percent, checked.power_w) == (None, None, None)
-    assert checked.notes["temperature_c"].status is MetricStatus.ERROR
+    assert checked.notes["temperature_c"].status is MetricStatus.IMPLAUSIBLE
     assert checked.notes["temperature_c"].reason.startswith("implausible value -273000 °C")
     assert "implausible value 999 %" in checked.notes["aicore_percent"].reason
     assert "implausible value -363.5 W" in checked.notes["power_w"].reason

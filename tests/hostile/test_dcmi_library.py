@@ -303,6 +303,7 @@ def test_garbage_memory_values_are_null_with_a_reason_and_a_warning(hostile: Pat
     (chip,) = data["chips"]
     assert chip["hbm_total_mib"] is None and chip["hbm_used_mib"] is None
     assert "implausible" in chip["unavailable"]["hbm_total_mib"]
+    assert chip["metric_status"]["hbm_total_mib"] == "implausible"
     assert "implausible" in chip["unavailable"]["hbm_used_mib"]
     assert any("implausible" in warning and "hbm_total_mib" in warning for warning in data["warnings"])
 
