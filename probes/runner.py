@@ -432,8 +432,9 @@ def _add_below(found: Set[int], table: Dict[int, tuple[int, int]]) -> None:
 
 
 def marked_processes(marks: Set[str]) -> Set[int]:
-    """The processes of this user whose environment carries one of ``marks`` (``new_mark``),
-    from ``/proc/PID/environ`` (other users' processes cannot be read, nor signalled); never
+    """The processes whose environment carries one of ``marks`` (``new_mark``), from
+    ``/proc/PID/environ``: this user's (another user's cannot be read, nor signalled), or every
+    one for root (a daemon the library started may have switched to ``HwHiAiUser``); never
     npuwatch itself."""
     wanted = {f"{MARK_VARIABLE}={mark}".encode("ascii") for mark in marks}
     found: Set[int] = set()
@@ -446,7 +447,7 @@ def marked_processes(marks: Set[str]) -> Set[int]:
         if not name.isdigit() or int(name) == me:
             continue
         try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
+            if uid != 0 and os.stat(f"/proc/{name}").st_uid != uid:
                 continue
             with open(f"/proc/{name}/environ", "rb") as environ:
                 entries = environ.read(1 << 20).split(b"\0")
