@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from npuwatch.doctor.checks import dcmi as dcmi_check
 from npuwatch.doctor.engine import DoctorReport, run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.registry import all_checks, select
@@ -108,7 +109,12 @@ def diagnose(
         "root": str(Path(handle.sysroot.root)),
         "npu_smi": None if handle.npu_smi_path is None else str(handle.npu_smi_path),
     }
-    return run_doctor(machine, checks, on_result=on_result), about
+    if any(check.id == dcmi_check.CHECK.id for check in checks):
+        dcmi_check.prefetch(machine)  # a hung library waits beside npu-smi's checks, not after them
+    try:
+        return run_doctor(machine, checks, on_result=on_result), about
+    finally:
+        machine.close_dcmi()  # no DCMI worker outlives the report (a notebook's kernel lives on)
 
 
 def _backend(options: FeedOptions) -> str:

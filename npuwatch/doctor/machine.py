@@ -9,7 +9,7 @@ import stat
 import threading
 from enum import Enum
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar, Union
 
 from npuwatch.chip_source import ChipReading, SourceReading
 from npuwatch.machine_chips import machine_chips, unreported_chips
@@ -101,6 +101,7 @@ class Machine:
         #: The backend npuwatch reads chips through here (``auto``, ``dcmi`` or ``npu-smi``).
         self.chip_backend = chip_backend  # validated by FeedOptions.chip_backend
         self._dcmi_opener = dcmi_opener
+        self._dcmi_opened: List[ClosableSource] = []  # every DCMI source opened: close_dcmi() ends them
         self._values: Dict[str, Any] = {}
         self._locks: Dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -325,9 +326,36 @@ class Machine:
 
     # ---------------------------------------------------------------- DCMI
 
+    def dcmi_first_read(self, timeout_s: float, start_grace_s: float) -> Tuple[ClosableSource, SourceReading]:
+        """DCMI's source (``open_dcmi``) and its first read: made once, by whoever asks first.  The
+        doctor asks as it begins, on a thread of its own (``doctor.command.diagnose``), so that a
+        hung library's wait runs beside npu-smi's instead of after it (issue 27: one budget); the
+        ``dcmi`` check then finds it done or under way.  ``close_dcmi()`` ends the source."""
+
+        def read() -> Tuple[ClosableSource, SourceReading]:
+            source = self.open_dcmi(timeout_s, start_grace_s)
+            try:
+                return source, source.read()
+            except BaseException:  # a bug in the read: its worker ends here, the error goes on
+                source.close()
+                raise
+
+        return self._cached("dcmi_first_read", read)
+
+    def close_dcmi(self) -> None:
+        """Close every DCMI source opened here (its worker killed, even mid-call); idempotent."""
+        for source in list(self._dcmi_opened):
+            source.close()
+
     def open_dcmi(self, timeout_s: float, start_grace_s: float) -> ClosableSource:
         """This machine's DCMI chip source, its worker process started now: one read is limited to
-        ``timeout_s``, the worker's start to ``start_grace_s`` more.  Close it."""
+        ``timeout_s``, the worker's start to ``start_grace_s`` more.  Close it (``close_dcmi``
+        closes every one opened)."""
+        source = self._open_dcmi(timeout_s, start_grace_s)
+        self._dcmi_opened.append(source)
+        return source
+
+    def _open_dcmi(self, timeout_s: float, start_grace_s: float) -> ClosableSource:
         if self._dcmi_opener is not None:
             return self._dcmi_opener(self, timeout_s, start_grace_s)
         from npuwatch.probes.dcmi.source import DcmiSource

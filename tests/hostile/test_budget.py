@@ -272,3 +272,18 @@ def test_metrics_say_down_when_no_source_lists_a_chip(tmp_path):
         assert _metric(body, "npuwatch_up") == {"npuwatch_up": 0.0}
         status, text = _get(f"{base}/healthz")
         assert status == 503 and "lists no chip" in text, text
+
+
+def test_doctor_waits_for_a_hung_library_beside_a_hung_npu_smi_not_after_it(tmp_path):
+    """DCMI's first read begins as the doctor begins: the two hangs overlap (they added up)."""
+    timeout_s = 4
+    library = _compile(tmp_path, ["HANG_INIT", "CARDS=8"])
+    root, npu_smi = _machine(tmp_path, npu_smi="hang")
+    code, out, _err, took_s = _npuwatch(
+        "doctor", "--root", str(root), "--dcmi-lib", str(library), "--npu-smi", str(npu_smi),
+        "--timeout", str(timeout_s), "--only", "npu-smi,dcmi",
+    )  # fmt: skip
+    assert code == 2
+    assert "npu-smi did not answer within 4 s" in out and "DCMI hangs" in out
+    assert took_s < 2 * timeout_s  # one wait, not one after the other
+    _no_leftovers(str(tmp_path))

@@ -20,6 +20,7 @@ No DCMI setter is ever called.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -29,7 +30,7 @@ from npuwatch.doctor import facts
 from npuwatch.doctor.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
 from npuwatch.doctor.engine import check_timeout_s
 from npuwatch.doctor.facts import device_flags
-from npuwatch.doctor.machine import ClosableSource, Machine
+from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.dcmi import search
 from npuwatch.probes.dcmi.records import SYMBOL_MISSING
@@ -154,9 +155,8 @@ def run(machine: Machine) -> Finding:
             return _problem(machine, f"{where} does not load: {error}", _load_hint(error), details)
         looked = ", ".join(library.tried) or "nowhere: the tree is not trusted"
         return _no_library(machine, f"libdcmi.so not found (looked in {looked})", details)
-    source = _open(machine, budget)
+    source, first = machine.dcmi_first_read(*_limits(machine, budget))  # begun as the doctor began, maybe
     try:
-        first = source.read()
         if first.failure is not None or first.reading is None:
             return _explain(machine, library, _failure(first), details)
         return _compare(machine, source.read, first.reading, budget, details)
@@ -164,12 +164,25 @@ def run(machine: Machine) -> Finding:
         source.close()
 
 
-def _open(machine: Machine, budget: _Budget) -> ClosableSource:
-    """The DCMI source, its read limited to ``--timeout`` and its start to what the check has left."""
+def prefetch(machine: Machine) -> None:
+    """Begin DCMI's first read now, on a daemon thread, with this check's whole budget (the
+    doctor calls it as it begins: a hung library then waits beside npu-smi's checks, not after
+    them); nothing when the library cannot load here (the check says why itself)."""
+    root = str(machine.sysroot.root)
+    if search.absent(machine.dcmi_library, root, machine.environ) is not None:
+        return
+    limits = _limits(machine, _Budget(time.monotonic() + check_timeout_s(CHECK, machine) - CLOSE_MARGIN_S))
+    threading.Thread(
+        target=machine.dcmi_first_read, args=limits, name="npuwatch-doctor-dcmi", daemon=True
+    ).start()
+
+
+def _limits(machine: Machine, budget: _Budget) -> Tuple[float, float]:
+    """One DCMI read's limit (``--timeout``) and its worker's start grace, within what is left."""
     left_s = max(budget.left_s(), MIN_START_GRACE_S * 2)
     timeout_s = max(MIN_START_GRACE_S, min(machine.timeout_s, left_s - MIN_START_GRACE_S))
     grace_s = min(MAX_START_GRACE_S, max(MIN_START_GRACE_S, left_s - timeout_s))
-    return machine.open_dcmi(timeout_s, grace_s)
+    return timeout_s, grace_s
 
 
 def _failure(outcome: SourceReading) -> SourceFailure:
