@@ -15,7 +15,7 @@ the median wall time of N runs each of:
 is npuwatch's own cost: imports, argument parsing, the /dev scan, parsing the table, the verdict.
 The fake npu-smi's cost is subtracted because a real npu-smi's time is the driver's, the same
 for any tool that asks it (on real machines it dominates: 0.1-1 s).  The target is < 150 ms.
-Tests never assert a wall-clock time (DESIGN §7); this prints the numbers.
+Tests never assert a wall-clock time (docs/design.md §7); this prints the numbers.
 
 It also counts the modules each start loads (``-X importtime``): ``check`` against ``python -c pass``.
 

@@ -8,7 +8,7 @@ phase.  Scrapes only read the latest sample, so the npu-smi cost does not grow w
 
 The CPU of the demo's fake npu-smi (a Python script, run once per sample) is reported apart:
 on a real machine that time is npu-smi's and the driver's, the same for any tool that asks.
-Tests never assert a wall-clock time (DESIGN §7); this prints the numbers.
+Tests never assert a wall-clock time (docs/design.md §7); this prints the numbers.
 
 Run: python benchmarks/exporter.py [--seconds S] [--scrapers N] [--idle-seconds S]
 """

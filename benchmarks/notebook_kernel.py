@@ -9,7 +9,7 @@ the kernel process's own CPU time (psutil, user + system) is read over ``--secon
 as it is, nothing subtracted.  The fake npu-smi runs as the kernel's children and is not counted,
 as in the dashboard benchmark.  This script plays the frontend: it reads every IOPub message
 (the widget updates) as they come, so nothing queues up in the kernel.
-Tests never assert a wall-clock time (DESIGN §7); this prints the numbers.
+Tests never assert a wall-clock time (docs/design.md §7); this prints the numbers.
 """
 
 from __future__ import annotations

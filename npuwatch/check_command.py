@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -
     """
     env = os.environ if environ is None else environ
     as_json = bool(getattr(args, "json", False))
-    options = FeedOptions.from_args(args)  # a bad command line: the CLI exits 64 (DESIGN §2.1)
+    options = FeedOptions.from_args(args)  # a bad command line: the CLI exits 64 (docs/design.md §2.1)
     try:
         verdict = evaluate(args, options, env)
     except VariableError as exc:  # set by the container, not typed: the machine is unhealthy

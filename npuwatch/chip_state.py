@@ -17,7 +17,7 @@ from npuwatch.model import (
 )
 from npuwatch.probes.pci import PciInventory
 
-#: A value older than this is not shown as current any more (DESIGN §3: stale ≤ 10 s).
+#: A value older than this is not shown as current any more (docs/design.md §3: stale ≤ 10 s).
 STALE_AFTER_S = 10.0
 
 

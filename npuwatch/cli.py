@@ -17,7 +17,7 @@ from npuwatch.probes.simulator import DEFAULT_SCENARIO
 from npuwatch.termination import raise_on_termination
 from npuwatch.text_safety import can_encode, guard_streams, inert
 
-EXIT_USAGE = 64  # BSD sysexits EX_USAGE (DESIGN §2.1)
+EXIT_USAGE = 64  # BSD sysexits EX_USAGE (docs/design.md §2.1)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -10,7 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-#: BSD sysexits EX_SOFTWARE: an internal error, never a success (DESIGN §2.1).
+#: BSD sysexits EX_SOFTWARE: an internal error, never a success (docs/design.md §2.1).
 EXIT_INTERNAL = 70
 
 

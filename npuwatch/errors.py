@@ -2,7 +2,7 @@
 
 Every command, the notebook API and the ``%npuwatch`` magic raise it (or a subclass naming the
 command) for what the user asked wrongly; the CLI catches this type and exits 64 (BSD sysexits
-``EX_USAGE``, DESIGN §2.1), the magic prints it as one line.  Anything else is a bug.  This module
+``EX_USAGE``, docs/design.md §2.1), the magic prints it as one line.  Anything else is a bug.  This module
 imports nothing, so every layer may raise it.
 """
 

@@ -1,6 +1,6 @@
 """Provides FallbackSource: the ``auto`` backend — DCMI first, npu-smi when DCMI fails, hangs or lists few.
 
-The policy (issues 16 and 27, DESIGN §2.1 ``--backend`` and ``--timeout``):
+The policy (issues 16 and 27, docs/design.md §2.1 ``--backend`` and ``--timeout``):
 
 - ``auto`` reads through the primary source (DCMI, in its worker process) while it works.  Each primary
   read runs on a thread of its own: a tick waits for it at most ``hedge_s``, then reads the

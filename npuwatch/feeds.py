@@ -1,6 +1,6 @@
 """Provides the one composition root: FeedOptions, open_machine() and open_feed().
 
-Every command, the notebook and the dashboard name their data source the same way (DESIGN §2.1):
+Every command, the notebook and the dashboard name their data source the same way (docs/design.md §2.1):
 ``shared_options()`` declares the flags, ``FeedOptions.from_args`` reads them (the notebook builds
 one from keywords), ``FeedOptions.validate`` holds every rule about their combinations, and
 
@@ -78,7 +78,7 @@ DEFAULT_INTERVAL_S = 1.0
 
 
 def shared_options(chip_backend: bool = True) -> argparse.ArgumentParser:
-    """The options every reading command takes (DESIGN §2.1): a parent parser for the CLI and the magic.
+    """Every reading command's options (docs/design.md §2.1): a parent parser for the CLI and the magic.
 
     ``chip_backend=False`` leaves out ``--backend`` for ``selftest``, whose own ``--backend``
     (acl|torch) names the runtime; its chip reading follows ``NPUWATCH_BACKEND``.
@@ -142,7 +142,7 @@ def scenario_listing() -> str:
 
 @dataclass(frozen=True)
 class FeedOptions:
-    """Where chip data comes from and how it is sampled: the DESIGN §2.1 options, typed.
+    """Where chip data comes from and how it is sampled: the docs/design.md §2.1 options, typed.
 
     Hashable, so equal options can share one feed (the notebook's views do).  ``None`` means
     "not given": ``interval_s`` and ``timeout_s`` then come from ``NPUWATCH_INTERVAL`` and
@@ -545,7 +545,7 @@ def chip_source(
 ) -> ChipSource:
     """The machine's chip source for ``backend``: npu-smi, DCMI, or DCMI falling back to npu-smi.
 
-    ``timeout_s`` is one read's budget (DESIGN §2.1 ``--timeout``): one npu-smi call, one DCMI
+    ``timeout_s`` is one read's budget (docs/design.md §2.1 ``--timeout``): one npu-smi call, one DCMI
     read (its worker's start gets ``WORKER_START_GRACE_S`` more), and under ``auto`` both together
     (``FallbackSource`` reads npu-smi beside a DCMI read that has not answered within
     ``hedge_for(timeout_s)``), so a read ends within the timeout plus about a second whichever

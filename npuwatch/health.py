@@ -1,6 +1,6 @@
 """Provides check_health(): the one-line healthy/unhealthy verdict behind ``npuwatch check``.
 
-The verdict (DESIGN §6) asks, in order: are the device nodes there, does the chip source
+The verdict (docs/design.md §6) asks, in order: are the device nodes there, does the chip source
 answer within its timeout, is every visible chip ``OK`` and under its temperature limit, and —
 when asked — does a quick self-test pass on every chip.  Chips are read through the same chip
 source as the sampler's, on the backend chosen (``--backend``): DCMI reads them in its worker

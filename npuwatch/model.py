@@ -70,7 +70,7 @@ class Health(enum.Enum):
     def level(self) -> Level:
         """The level this health gives a chip: DCMI's 1 "minor alarm" (npu-smi's ``Warning``) is a
         warning, 2 "major" (``Alarm``) and 3 (``Critical``) are critical, no health is unknown
-        (shared/reference/driver-interfaces.md §6: ``dcmi_get_device_health`` 0/1/2/3)."""
+        (docs/reference/driver-interfaces.md §6: ``dcmi_get_device_health`` 0/1/2/3)."""
         return _HEALTH_LEVELS[self]
 
 
@@ -84,7 +84,7 @@ _HEALTH_LEVELS = {
 
 
 class MetricStatus(enum.Enum):
-    """Why a metric is not a fresh number (DESIGN §3 'Per-metric status')."""
+    """Why a metric is not a fresh number (docs/design.md §3 'Per-metric status')."""
 
     OK = "ok"
     STALE = "stale"

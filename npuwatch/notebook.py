@@ -1,6 +1,6 @@
 """Provides the notebook API behind ``%npuwatch``: show() a live view, snapshot(), doctor(), selftest().
 
-Every function takes the shared data-source options of the command line (DESIGN §2.1) as
+Every function takes the shared data-source options of the command line (docs/design.md §2.1) as
 keywords — ``demo`` (a scenario name, or True for the default one), ``replay``, ``root``,
 ``npu_smi``, ``devices``, ``interval_s``, ``timeout_s`` — and raises ``NotebookUsageError`` (a
 ``ValueError``: ``npuwatch.errors.UsageError``) for a bad value or combination.  The keywords

@@ -1,4 +1,4 @@
-"""Provides the ``npuwatch/snapshot/v1`` JSON form of a Snapshot, both ways (DESIGN §2.2)."""
+"""Provides the ``npuwatch/snapshot/v1`` JSON form of a Snapshot, both ways (docs/design.md §2.2)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
         "schema": SCHEMA,
         "taken_at": snapshot.taken_at.isoformat(),
         "source": snapshot.source,
-        # Which chip source read the chips, and why it is not the one asked for (DESIGN §2.2).
+        # Which chip source read the chips, and why it is not the one asked for (docs/design.md §2.2).
         "backend": snapshot.chip_source,
         "backend_note": snapshot.backend_note,
         "versions": {name: getattr(snapshot.versions, name) for name in _VERSION_FIELDS},
@@ -117,14 +117,14 @@ def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
     out.update({metric: getattr(chip, metric) for metric in CHIP_METRICS})
     out["unavailable"] = chip.unavailable()
     # A driver-only metric the chip does not have (every one of them when npu-smi read it) is said
-    # once, in ``unavailable``: its status is the default ``unsupported`` (DESIGN §2.2).
+    # once, in ``unavailable``: its status is the default ``unsupported`` (docs/design.md §2.2).
     notes = {name: note for name, note in chip.notes.items() if not _only_unavailable(chip, name, note)}
     out["metric_status"] = {name: note.status.value for name, note in notes.items()}
     out["metric_notes"] = {name: note.reason for name, note in notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
-    out["error_codes"] = [_error_dict(e) for e in chip.errors]  # DESIGN §2.2 (+ handling)
+    out["error_codes"] = [_error_dict(e) for e in chip.errors]  # docs/design.md §2.2 (+ handling)
     out["lost_reason"] = chip.lost_reason
-    # The judge's verdict (DESIGN §2.2): derived, so reading a snapshot back judges it again.
+    # The judge's verdict (docs/design.md §2.2): derived, so reading a snapshot back judges it again.
     out["judgement"] = {"level": judgement.level.value, "reasons": list(judgement.texts)}
     # What the chip is limited by, over the feed's window (npuwatch.judge.workload); derived too.
     out["workload"] = None if chip.workload is None else _workload_dict(chip.workload)

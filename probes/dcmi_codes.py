@@ -1,7 +1,7 @@
 """Provides the DCMI return codes npu-smi prints (``ret is -8005``) with meanings and fixes.
 
 Source: DCMI header ``dcmi_interface_api.h`` (base -8000) and the hiascend DCMI API
-"return codes" page, as collected in shared/reference/driver-interfaces.md §6.6 and
+"return codes" page, as collected in docs/reference/driver-interfaces.md §6.6 and
 runtime-and-doctor.md §9.4; container causes from vllm-ascend #2698, HAMi #1696,
 cann-container-image #46.
 """

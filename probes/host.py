@@ -198,7 +198,7 @@ class HostProbe:
 
     def _enrich_one(self, process: NpuProcess, seen: Dict[int, Union[FoundProcess, str]]) -> NpuProcess:
         # npu-smi reports host PIDs; host details are filled only where they mean the same
-        # process (DESIGN §2.2), i.e. in the host's PID namespace.
+        # process (docs/design.md §2.2), i.e. in the host's PID namespace.
         if self.host_pid_namespace is False:
             return replace(process, host_unavailable=_OTHER_NAMESPACE)
         if self.host_pid_namespace is None:

@@ -9,7 +9,7 @@ from typing import Optional
 #: The kernel's largest PID (PID_MAX_LIMIT, 2**22 on 64-bit): a PID outside 1..this is not one.
 PID_MAX = 4_194_304
 
-#: What npu-smi prints where it has no value (DESIGN §2.2: placeholders become None), compared
+#: What npu-smi prints where it has no value (docs/design.md §2.2: placeholders become None), compared
 #: without case: ``NA`` (310P power, 044), ``-`` (A3 chip 1 power, 007), ``N/A``, ``Failed``,
 #: ``NOT SUPPORT`` (key/value queries).
 PLACEHOLDERS = frozenset({"", "NA", "N/A", "-", "--", "FAILED", "NOT SUPPORT"})

@@ -12,7 +12,7 @@ CAPTURES = REPO / "tests" / "data" / "npu_smi"
 
 
 def need(condition: bool, reason: str) -> None:
-    """Skip a test whose system dependency is missing, but fail in CI (DESIGN §7)."""
+    """Skip a test whose system dependency is missing, but fail in CI (docs/design.md §7)."""
     if condition:
         return
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):

@@ -13,7 +13,7 @@ from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, CheckResult, Finding, Status
 from npuwatch.probes.runner import worst_case_s
 
-#: Default limit for one check (DESIGN §2.3); checks that run npu-smi get the runner's worst case
+#: Default limit for one check (docs/design.md §2.3); checks that run npu-smi get the runner's worst case
 #: for one call (its timeout plus the kill grace) + 1 s, so a hung npu-smi is the check's own finding.
 DEFAULT_CHECK_TIMEOUT_S = 3.0
 NPU_SMI_CHECK_MARGIN_S = 1.0
@@ -31,7 +31,7 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        """0 all pass (or skip), 1 warnings or a check that could not run, 2 failures (DESIGN §2.1)."""
+        """0 all pass (or skip), 1 warnings or a check not run, 2 failures (docs/design.md §2.1)."""
         statuses = {result.status for result in self.results}
         if Status.FAIL in statuses:
             return 2

@@ -1,4 +1,4 @@
-"""Provides all_checks(): every doctor check in the order they run, hardware up (DESIGN §6)."""
+"""Provides all_checks(): every doctor check in the order they run, hardware up (docs/design.md §6)."""
 
 from __future__ import annotations
 

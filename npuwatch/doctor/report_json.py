@@ -1,4 +1,4 @@
-"""Provides to_dict(): a doctor report as ``npuwatch/doctor/v1`` JSON (DESIGN §2.3)."""
+"""Provides to_dict(): a doctor report as ``npuwatch/doctor/v1`` JSON (docs/design.md §2.3)."""
 
 from __future__ import annotations
 

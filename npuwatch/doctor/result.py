@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 class Status(enum.Enum):
-    """A check's verdict (DESIGN §2.3); ``error`` means the check itself crashed or timed out."""
+    """A check's verdict (docs/design.md §2.3); ``error`` means the check itself crashed or timed out."""
 
     PASS = "pass"
     WARN = "warn"
@@ -105,13 +105,13 @@ class Check:
     requires: Tuple[str, ...] = ()
     #: Needs NPU hardware: skipped plainly on a machine without any.
     needs_hardware: bool = False
-    #: Runs npu-smi: its timeout is npu-smi's plus 1 s (DESIGN §2.3) instead of the default.
+    #: Runs npu-smi: its timeout is npu-smi's plus 1 s (docs/design.md §2.3) instead of the default.
     runs_npu_smi: bool = False
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A finished check as the report and ``--json`` show it (DESIGN §2.3 plus group/title/time)."""
+    """A finished check as the report and ``--json`` show it (docs/design.md §2.3 plus group/title/time)."""
 
     id: str
     group: Group

@@ -1,1 +1,1 @@
-"""Provides ``npuwatch serve``: a Prometheus exporter with npu-exporter's metric names (DESIGN §2.4)."""
+"""Provides ``npuwatch serve``: a Prometheus exporter, npu-exporter's metric names (docs/design.md §2.4)."""

@@ -1,4 +1,4 @@
-"""Provides the Prometheus exposition of a Snapshot with npu-exporter's names (DESIGN §2.4): pure, no I/O.
+"""Provides a Snapshot's Prometheus exposition, npu-exporter's names (docs/design.md §2.4): pure, no I/O.
 
 Names, labels and value conventions follow Huawei MindCluster npu-exporter
 (``component/npu-exporter/collector/metrics/collector_for_npu.go`` and ``common_utils.go`` in

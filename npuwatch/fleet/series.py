@@ -1,6 +1,6 @@
 """Provides PrometheusSource: the fleet read from Prometheus, ``npuwatch serve`` and npu-exporter alike.
 
-Both exporters use npu-exporter's names (DESIGN §2.4), so the same queries read both.  A refresh asks
+Both exporters use npu-exporter's names (docs/design.md §2.4), so the same queries read both.  A refresh asks
 Prometheus' time once (``time()``), then runs these instant queries at that time, side by side:
 
 * ``last_over_time(<name>{selector}[lookback])`` for every per-chip name: the last value of every

@@ -43,7 +43,7 @@ def _row(
     return ModelLimits(family, prefix, hot_c, hot_c + _CRITICAL_OVER_C, watts, source, shared)
 
 
-#: The table (rated power from shared/reference/runtime-and-doctor.md §11 "Chip facts": Huawei
+#: The table (rated power from docs/reference/runtime-and-doctor.md §11 "Chip facts": Huawei
 #: publishes few per-SKU figures, so these are the commonly quoted ones).
 MODEL_LIMITS: Tuple[ModelLimits, ...] = (
     _row("Ascend 910B (910B1-B4)", "910B", _HOT_C, 400.0, "910B family ~400 W (third-party figures)"),

@@ -95,7 +95,7 @@ class SelftestReport:
 
     @property
     def exit_code(self) -> int:
-        """0 pass; 1 skipped, warnings, or npuwatch could not run a step; 2 a failure (DESIGN §2.1)."""
+        """0 pass; 1 skipped, warnings, or a step not run; 2 a failure (docs/design.md §2.1)."""
         status = self.status
         if status is StepStatus.FAIL:
             return 2

@@ -1,7 +1,7 @@
 """Provides our own ctypes declarations of the DCMI C library (``libdcmi.so``): structures,
 constants and the prototypes npuwatch calls.
 
-Written from the facts in shared/reference/driver-interfaces.md §6.4–6.6 (the official header
+Written from the facts in docs/reference/driver-interfaces.md §6.4–6.6 (the official header
 ``dcmi_interface_api.h`` of ``gitcode.com/cann/driver`` and its Apache-2.0 subsets in
 ``Ascend/mind-cluster`` and ``Ascend/ascend-npu-exporter``); no header is vendored.  Sizes and
 offsets are LP64 (x86-64 and aarch64 Linux alike).  ``REFERENCE_LAYOUT`` restates the reference's

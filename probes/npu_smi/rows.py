@@ -1,6 +1,6 @@
 """Provides split_rows(): an ``npu-smi`` table's lines as bordered rows of cells, and header cells.
 
-The structural layer under the table parsers (DESIGN §3: parse by cell borders, not offsets):
+The structural layer under the table parsers (docs/design.md §3: parse by cell borders, not offsets):
 every line is a border (``+----+``, ``+====+``), a row (``| … | … |``) or noise; rows between
 the same two borders share a block; header cells name the fields they hold, in order.
 """

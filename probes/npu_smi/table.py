@@ -1,6 +1,6 @@
 """Provides parse_info(): the ``npu-smi info`` summary table (every layout) → chips and processes.
 
-The table is read by structure, never by column offsets (DESIGN §3):
+The table is read by structure, never by column offsets (docs/design.md §3):
 
 1. every line is a border (``+----+``, ``+====+``), a row (``| … | … |``) or noise;
    a row is split on its ``|`` cell borders;

@@ -1,6 +1,6 @@
 """Provides explain(): an ACL/aclnn error code, a CANN log code or a torch_npu ERR id → meaning and fix.
 
-Sources (collected in shared/reference/runtime-and-doctor.md §9 and §10): the ACL ``aclError``
+Sources (collected in docs/reference/runtime-and-doctor.md §9 and §10): the ACL ``aclError``
 codes from Ascend/pytorch ``torch_npu/csrc/core/npu/NPUErrorCodes.h`` and the hiascend aclError
 pages (CANNCommunityEdition/910 runtime API ``aclcppdevg_03_6666``, canncommercial/900
 ``aclcppdevg_03_1345``); aclnn status codes from the hiascend aclnn API pages; log codes and

@@ -1,6 +1,6 @@
 """Holds the code tables as data: ACL ``aclError``, aclnn status, CANN log codes, torch_npu ERR kinds.
 
-Source: shared/reference/runtime-and-doctor.md §9.1 (Ascend/pytorch
+Source: docs/reference/runtime-and-doctor.md §9.1 (Ascend/pytorch
 ``torch_npu/csrc/core/npu/NPUErrorCodes.h``; hiascend aclError pages ``aclcppdevg_03_6666``,
 ``aclcppdevg_03_1345``), §9.2 (hiascend aclnn status codes), §9.3 and §4 (Ascend/pytorch
 ``torch_npu/utils/_error_code.py``), and the fixes users found in §10.  Each row is

@@ -1,4 +1,4 @@
-"""npuwatch.probes.simulator: the simulated machines behind ``--demo`` (DESIGN §4).
+"""npuwatch.probes.simulator: the simulated machines behind ``--demo`` (docs/design.md §4).
 
 ``Simulation`` and ``list_scenarios`` load lazily: the fake npu-smi imports this package on
 every call and must not pay for the tree builder.

@@ -1,4 +1,4 @@
-"""Provides the demo scenarios (DESIGN §4): each simulated machine is a few lines of data."""
+"""Provides the demo scenarios (docs/design.md §4): each simulated machine is a few lines of data."""
 
 from __future__ import annotations
 

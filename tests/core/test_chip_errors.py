@@ -83,7 +83,7 @@ def test_error_codes_survive_the_json_round_trip() -> None:
     chip = replace(chip, errors=(ChipError("80E01801", "HBM multi-bit ECC error"), ChipError("80CB8002")))
     snapshot = Snapshot(datetime(2026, 1, 1, tzinfo=timezone.utc), "demo:chip-alarm", chips=(chip,))
     doc = snapshot_json.to_dict(snapshot)
-    assert doc["chips"][0]["error_codes"] == [  # the name and shape DESIGN §2.2 fixes
+    assert doc["chips"][0]["error_codes"] == [  # the name and shape docs/design.md §2.2 fixes
         {
             "code": "80E01801",
             "text": "HBM multi-bit ECC error",

@@ -25,7 +25,7 @@ from npuwatch.doctor.result import (
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.sysroot_builder import SysrootBuilder
 
-#: The 19 check IDs of the issue, hardware up (DESIGN §6).
+#: The 19 check IDs of the issue, hardware up (docs/design.md §6).
 ISSUE_IDS = (
     "pci-devices",
     "driver-bound",

@@ -192,7 +192,7 @@ def test_serve_help_names_listen_and_the_default(capsys):
 
 
 def test_the_exporter_loads_no_ui_library():
-    # DESIGN §1: the exporter is core; it must not pull textual, rich, ipywidgets or IPython.
+    # docs/design.md §1: the exporter is core; it must not pull textual, rich, ipywidgets or IPython.
     code = (
         "import sys, npuwatch.exporter.command, npuwatch.exporter.server;"
         "print([m for m in ('textual', 'rich', 'ipywidgets', 'IPython') if m in sys.modules])"

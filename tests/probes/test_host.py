@@ -91,7 +91,7 @@ def test_container_namespace_without_container_pid_says_why():
 
 
 def test_container_namespace_never_matches_even_with_a_container_pid():
-    # DESIGN §2.2: host fields only in the host's PID namespace.
+    # docs/design.md §2.2: host fields only in the host's PID namespace.
     probe = HostProbe(lookup=FakeLookup({5: ("python", INFO)}), host_pid_namespace=False)
     (out,) = probe.enrich([proc(485946, container_pid=5)])
     assert out.host is None

@@ -2,7 +2,7 @@
 
 Every expected value below was read by hand from the capture text in
 ``tests/data/npu_smi/`` (and from MANIFEST.md's "Layout notes" for the hand-built
-unseen layouts); none was produced by running the parser.  The contract is DESIGN §2.2:
+unseen layouts); none was produced by running the parser.  The contract is docs/design.md §2.2:
 every metric is a number or ``None``; a ``None`` has its reason in ``chip.unavailable()``;
 ``NA`` / ``-`` become ``None``, a printed ``0`` stays ``0``; redacted values are kept as
 printed; a Bus-Id ``NA`` becomes ``None``.

@@ -1,4 +1,4 @@
-"""Property tests for the text parsers: random and mutated input never raises (DESIGN §7).
+"""Property tests for the text parsers: random and mutated input never raises (docs/design.md §7).
 
 One table of parser groups (the ``npu-smi info -t`` key/value reports, the ``-l``/``-m``/``watch``
 lists, the install files), each with the captures it is fed and the characters its grammar uses;

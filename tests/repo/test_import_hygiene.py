@@ -1,4 +1,4 @@
-"""The headless paths import no UI library (DESIGN §1 import rules), and nothing imports folder names."""
+"""Headless paths import no UI library (docs/design.md §1 import rules); nothing imports folder names."""
 
 from __future__ import annotations
 

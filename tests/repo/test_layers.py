@@ -54,7 +54,7 @@ PROBE_THIRD_PARTY = frozenset(
 #: What a view must not import: views render records they are given; reading the hardware,
 #: running doctor checks or wiring a feed belongs to the probes, the doctor and the commands.
 WIDGET_FORBIDDEN = (
-    "npuwatch.probes",  # views never read hardware (DESIGN §1)
+    "npuwatch.probes",  # views never read hardware (docs/design.md §1)
     "npuwatch.doctor.checks",  # a view shows a doctor report, it never runs a check
     "npuwatch.feeds",  # feed wiring: the composition root is the command's, not the view's
     "npuwatch.sampler",  # a view reads a feed.SnapshotFeed, whatever implements it

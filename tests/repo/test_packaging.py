@@ -1,4 +1,4 @@
-"""The wheel maps probes/ and widgets/ under npuwatch (DESIGN §1) and ships every module and data file."""
+"""The wheel maps probes/, widgets/ under npuwatch (docs/design.md §1), ships every module and data file."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def test_ruff_format_is_clean():
 
 def test_mypy_is_clean(tmp_path):
     # mypy cannot follow setuptools' package-dir mapping (probes/ → npuwatch.probes), so it
-    # checks a link farm laid out as the installed package is (shared/reference/aesthetics.md §6).
+    # checks a link farm laid out as the installed package is (docs/reference/aesthetics.md §6).
     farm = tmp_path / "npuwatch"
     farm.mkdir()
     for entry in (REPO / "npuwatch").iterdir():

@@ -31,7 +31,7 @@ NNAL_ATB = PurePosixPath(DEFAULT_ASCEND_ROOT) / "nnal" / "atb"
 
 Errors = Dict[str, Optional[str]]  # str(path) → None (loaded) or the loader's text
 
-#: All libraries share one budget inside the check's own 3 s (DESIGN §2.3).
+#: All libraries share one budget inside the check's own 3 s (docs/design.md §2.3).
 LOAD_TIMEOUT_S = 2.0
 
 

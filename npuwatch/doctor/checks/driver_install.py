@@ -25,7 +25,7 @@ HAL = PurePosixPath("lib64/driver/libascend_hal.so")
 #: The driver's library folders, as set_env.sh puts them on LD_LIBRARY_PATH (§7.1).
 LIBRARY_DIRS = ("lib64", "lib64/common", "lib64/driver")
 
-#: Loading one library in a child takes ~30 ms; the check as a whole has 3 s (DESIGN §2.3).
+#: Loading one library in a child takes ~30 ms; the check as a whole has 3 s (docs/design.md §2.3).
 LOAD_TIMEOUT_S = 2.0
 
 _INSTALL_HINT = (

@@ -1,7 +1,7 @@
 /*
  * fake_dcmi.c - npuwatch's own fake of Huawei's DCMI library (libdcmi.so), for demos and tests.
  *
- * Written from the facts in shared/reference/driver-interfaces.md section 6 (prototypes 6.4,
+ * Written from the facts in docs/reference/driver-interfaces.md section 6 (prototypes 6.4,
  * LP64 structure layouts 6.5, codes 6.6, units 6.7); no vendor header is used or copied.  Every
  * function of npuwatch.probes.dcmi.abi.PROTOTYPES is exported with the real prototype and
  * answers from a state file (path in the environment variable NPUWATCH_FAKE_DCMI_STATE),
