@@ -191,7 +191,7 @@ class FallbackSource:
 
     def _primary_answered(self, outcome: SourceReading) -> SourceReading:
         if outcome.failure is not None:
-            self._count_failure(self._why(outcome))
+            self._count_failure(self._why_failed(outcome))
             return self._from_fallback()
         short = self._too_few(outcome)
         if short is not None:
@@ -215,11 +215,11 @@ class FallbackSource:
         if attempt.done:
             outcome = self._seen(attempt)
             if outcome.failure is not None:
-                self._count_failure(self._why(outcome))
+                self._count_failure(self._why_failed(outcome))
                 return self._fallbacks(fallback)
             short = self._too_few(outcome)
             if short is not None and fallback.reading is not None and _listed(fallback) > _listed(outcome):
-                self._count_failure(self._why_short(short))
+                self._count_failure(self._why(short))
                 return self._fallbacks(fallback)
             return self._primary_good(outcome)
         waited_s = self._clock() - attempt.started_at
@@ -243,7 +243,7 @@ class FallbackSource:
         fallback = self.fallback.read()
         if fallback.reading is not None and _listed(fallback) > _listed(outcome):
             self._short_since = None
-            self._count_failure(self._why_short(short))
+            self._count_failure(self._why(short))
             return self._fallbacks(fallback)
         self._short_since = now  # the fallback sees no more: the primary's reading stands
         return self._primary_good(outcome)
@@ -319,32 +319,23 @@ class FallbackSource:
             return None
         return f"lists {listed} of {machine.count} chips ({', '.join(machine.evidence)})"
 
-    def _why_short(self, short: str) -> Callable[[int], str]:
+    def _why(self, what: str) -> Callable[[int], str]:
+        """What the note says after ``count`` recent failures: ``dcmi failed (…): this tick read
+        through npu-smi`` — or, from the switch on, ``dcmi failed (…) (3 times within 60 s):
+        reading through npu-smi; dcmi is tried again in the background at most once a minute``."""
         name = self.primary.probe_name
         other = self.fallback.probe_name if self.fallback is not None else "the fallback"
 
         def why(count: int) -> str:
             if count < SWITCH_AFTER_FAILURES:
-                return f"{name} {short}: this tick read through {other}"
-            return f"{name} {short} ({_times(count)}): reading through {other}; {_RETRIED.format(name)}"
+                return f"{name} {what}: this tick read through {other}"
+            return f"{name} {what} ({_times(count)}): reading through {other}; {_RETRIED.format(name)}"
 
         return why
 
-    def _why(self, outcome: SourceReading) -> Callable[[int], str]:
-        """``dcmi failed 3 times within a minute (…): reading through npu-smi; dcmi is tried again
-        in the background at most once a minute`` — or, before the switch, ``dcmi failed (…): this
-        tick read through npu-smi``."""
+    def _why_failed(self, outcome: SourceReading) -> Callable[[int], str]:
         failure = outcome.failure
-        said = failure.message if failure is not None else "no reading"
-        name = self.primary.probe_name
-        other = self.fallback.probe_name if self.fallback is not None else "the fallback"
-
-        def why(count: int) -> str:
-            if count < SWITCH_AFTER_FAILURES:
-                return f"{name} failed ({said}): this tick read through {other}"
-            return f"{name} failed {_times(count)} ({said}): reading through {other}; {_RETRIED.format(name)}"
-
-        return why
+        return self._why(f"failed ({failure.message if failure is not None else 'no reading'})")
 
 
 _RETRIED = "{} is tried again in the background at most once a minute"

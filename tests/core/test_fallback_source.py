@@ -91,7 +91,7 @@ def test_three_failed_ticks_switch_and_the_primary_is_retried_once_a_minute() ->
         outcome = source.read()
     assert source.on_fallback
     assert outcome.note == (
-        "dcmi failed 3 times within 60 s (dcmi timed out): reading through npu-smi; "
+        "dcmi failed (dcmi timed out) (3 times within 60 s): reading through npu-smi; "
         "dcmi is tried again in the background at most once a minute"
     )
     for _ in range(10):  # within the minute: npu-smi only, the note stays
