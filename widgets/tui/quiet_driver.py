@@ -12,7 +12,10 @@ only a poll after the key can notice.
 Suspending (Ctrl-Z, ``kill -TSTP``) stops application mode the way quitting does, input thread and
 all, and ``fg`` starts it again with a new input thread: the wake-up pipe that stopping closed is
 opened again first, and a SIGCONT that follows no suspension of ours (``kill -STOP`` then
-``-CONT``) redraws instead of starting a second pair of threads.  An error on the input thread ends
+``-CONT``) redraws instead of starting a second pair of threads.  Both signals are handled on the
+app's event loop, between its callbacks, never inside whatever the main thread was running when
+one arrived: that might hold the lock of the writer's queue, which stopping needs (a deadlock that
+left the app drawn and running after ``kill -TSTP``).  An error on the input thread ends
 the app as an internal error (exit 70, one line: ``app_base``), never as textual's panic, which
 printed a screenful of traceback and exited 0.
 """
@@ -89,6 +92,24 @@ class QuietLinuxDriver(LinuxDriver):
         self.exit_event = WakingEvent()
         self._application_mode = False  # the terminal is ours: input and writer threads run
         self._suspended = False  # application mode stopped by SIGTSTP, until SIGCONT starts it
+        # textual's __init__ set the handlers to do the work at once: do it on the loop instead.
+        signal.signal(signal.SIGTSTP, self._on_job_signal)
+        signal.signal(signal.SIGCONT, self._on_job_signal)
+
+    def _on_job_signal(self, signum: int, _frame: object) -> None:
+        """SIGTSTP or SIGCONT, from Python's handler: the work is queued on the running event loop,
+        so it runs between the loop's callbacks and never while the main thread holds a lock it
+        needs (a write to the screen was under way).  With no loop running, SIGTSTP stops at once."""
+        import asyncio  # loaded already: the driver is made inside the app's loop
+
+        handle = self._sigtstp_application if signum == signal.SIGTSTP else self._sigcont_application
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # before the app's loop started or after it ended
+            if signum == signal.SIGTSTP:
+                os.kill(os.getpid(), signal.SIGSTOP)
+            return
+        loop.call_soon_threadsafe(handle)
 
     def start_application_mode(self) -> None:
         event = self.exit_event
