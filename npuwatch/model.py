@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Iterable, Mapping, Optional, Tuple, Union
 
 from npuwatch.metrics_table import METRICS
+from npuwatch.source_info import SourceInfo
 
 SCHEMA = "npuwatch/snapshot/v1"
 
@@ -463,6 +464,17 @@ class Snapshot:
     #: Why this backend read the chips instead of the one asked for (``auto`` fell back from DCMI to
     #: npu-smi, and why); None when no fallback happened.  The JSON's ``backend_note``.
     backend_note: Optional[str] = None
+    #: What read the chips and what it could read (``npuwatch.source_info``); None only for a
+    #: snapshot built by hand or a recording made before the JSON carried it: ask ``described``.
+    source_info: Optional[SourceInfo] = None
+
+    @property
+    def described(self) -> SourceInfo:
+        """``source_info``, or for a snapshot without one what it is taken to be: its
+        ``chip_source`` reading every metric and a process table."""
+        if self.source_info is not None:
+            return self.source_info
+        return SourceInfo(self.chip_source, self.chip_source, True, frozenset(CHIP_METRICS))
 
     def probe(self, name: str) -> Optional[ProbeReport]:
         """The report of the probe called ``name``, if it ran."""

@@ -1,0 +1,55 @@
+"""Provides SourceInfo: what the chip source of a reading or a snapshot is and what it read.
+
+Every reading and every snapshot carries one, and the JSON keeps it, so a replay and the fleet
+judge by the same facts the live run had.  Code above the chip-source seam asks it — did this
+source read a process table this tick, can it read AI CPU, is this chip's power the whole
+card's — and never which backend it was.
+
+This module is in the model layer: it imports only the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import FrozenSet, Tuple
+
+#: What a metric covers when it is not the chip it is shown on.
+SCOPE_CHIP = "chip"
+SCOPE_CARD = "card"  # the whole card's (board) reading, shown on the card's first chip
+
+
+@dataclass(frozen=True)
+class MetricScope:
+    """One chip's metric whose reading covers more than the chip (a 310P Duo's board power)."""
+
+    npu_id: int
+    chip_id: int
+    metric: str  # a ``CHIP_METRICS`` name: ``power_w``
+    scope: str  # ``SCOPE_CARD``
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """What read the chips, and what it could read.
+
+    ``name`` is the source's probe name (``npu-smi``, ``dcmi``), ``title`` how sentences say it
+    (``npu-smi``, ``DCMI``).  ``metrics`` are the chip metrics (``CHIP_METRICS`` names) the
+    source can read at all; a metric outside it is "not read by this source", never "zero".
+    """
+
+    name: str
+    title: str
+    process_table: bool  # it read a process table this tick: "no process listed" means none
+    metrics: FrozenSet[str]
+    scopes: Tuple[MetricScope, ...] = ()
+
+    def reads(self, metric: str) -> bool:
+        """True when this source can read ``metric``."""
+        return metric in self.metrics
+
+    def scope_of(self, key: Tuple[int, int], metric: str) -> str:
+        """What ``metric`` covers on the chip ``key`` (``SCOPE_CHIP`` unless the source said)."""
+        for scope in self.scopes:
+            if (scope.npu_id, scope.chip_id) == key and scope.metric == metric:
+                return scope.scope
+        return SCOPE_CHIP
