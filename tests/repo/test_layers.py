@@ -101,6 +101,8 @@ MODEL_LAYER = (
     "npuwatch.metrics_table",
     "npuwatch.chip_source",
     "npuwatch.chip_details",
+    "npuwatch.source_info",
+    "npuwatch.chip_families",
     "npuwatch.judge",
 )
 
