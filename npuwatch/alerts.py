@@ -108,7 +108,7 @@ class Hysteresis:
     def __post_init__(self) -> None:
         if min(self.raise_after, self.clear_after) < 1:
             raise ValueError("raise_after and clear_after must be at least 1")
-        if not min(self.raise_after_s, self.clear_after_s) >= 0.0:  # NaN too
+        if not (self.raise_after_s >= 0.0 and self.clear_after_s >= 0.0):  # NaN too
             raise ValueError("raise_after_s and clear_after_s must be at least 0")
 
 
