@@ -105,7 +105,7 @@ def test_hysteresis_in_seconds_of_samples():
     # Fast sampling: five samples 0.2 s apart are not two seconds of a condition.
     tracker = AlertTracker(hysteresis=Hysteresis(raise_after=2, raise_after_s=2.0))
     hot = [shown(tracker, s) for s in samples((95,) * 12, step_s=0.2)]
-    assert [i for i, alerts in enumerate(hot) if alerts][0] == 10  # 2.0 s after the first hot one
+    assert next(i for i, alerts in enumerate(hot) if alerts) == 10  # 2.0 s after the first hot one
     cooling = samples((45,) * 12, step_s=0.2)
     tracker2 = AlertTracker(hysteresis=Hysteresis(clear_after=3, clear_after_s=1.0))
     for s in samples((95, 95), step_s=0.2):

@@ -57,6 +57,8 @@ class AlertTracker(alerts_module.AlertTracker):
     def update(self, snapshot: Snapshot) -> Tuple[Alert, ...]:
         self.samples += 1
         return super().update(replace(snapshot, taken_at=T0 + timedelta(seconds=self.samples)))
+
+
 OK = ProbeReport("npu-smi", MetricStatus.OK, 0.3)
 HUNG = ProbeReport("npu-smi", MetricStatus.TIMEOUT, 5.0, "npu-smi did not answer within 5.0 s and was killed")
 

@@ -60,7 +60,9 @@ def replay_app(scenario: str) -> NpuwatchApp:
     # as fast as the machine is) change nothing.
     last = snapshots[-1]
     held = max(Hysteresis().raise_after, Hysteresis().clear_after)
-    settling = [replace(last, taken_at=last.taken_at - timedelta(seconds=k / held)) for k in range(held - 1, 0, -1)]
+    settling = [
+        replace(last, taken_at=last.taken_at - timedelta(seconds=k / held)) for k in range(held - 1, 0, -1)
+    ]
     for snapshot in (*snapshots[:-1], *settling, last):
         app.tracker.update(snapshot)
     return app
