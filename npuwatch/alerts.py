@@ -87,18 +87,29 @@ class _State:
     hits: int = 0
     misses: int = 0
     shown: bool = False
+    since_s: float = 0.0  # the time of the first sample of the current run of hits or misses
 
 
 @dataclass(frozen=True)
 class Hysteresis:
-    """How many consecutive updates a condition must hold to show, and be gone to clear."""
+    """How many consecutive samples a condition must hold to show, and be gone to clear.
+
+    A sample is a distinct snapshot time: a view that refreshes (or a replay at half speed
+    that shows) the same sample twice counts it once.  ``raise_after_s`` / ``clear_after_s``
+    add a span of sample time the run must also cover (0: the counts alone decide), so a
+    condition can settle in seconds of samples whatever the interval.
+    """
 
     raise_after: int = 2
     clear_after: int = 3
+    raise_after_s: float = 0.0
+    clear_after_s: float = 0.0
 
     def __post_init__(self) -> None:
         if min(self.raise_after, self.clear_after) < 1:
             raise ValueError("raise_after and clear_after must be at least 1")
+        if not (self.raise_after_s >= 0.0 and self.clear_after_s >= 0.0):  # NaN too
+            raise ValueError("raise_after_s and clear_after_s must be at least 0")
 
 
 #: The severity of an alert for a reason of each level (an unknown health is worth a look, not
@@ -124,9 +135,10 @@ class AlertTracker:
 
     The conditions are the judge's reasons (``npuwatch.judge``), so the alert line says what the
     chip's colour, ``check`` and ``/healthz`` say.  A condition shows after holding for
-    ``raise_after`` consecutive updates (1 for a chip whose health is not OK, for a lost device
-    and for a failing or hung chip source) and goes after ``clear_after`` consecutive updates
-    without it.  A chip that cannot be judged in an update (the source failed, its values are
+    ``raise_after`` consecutive samples (1 for a chip whose health is not OK, for a lost device
+    and for a failing or hung chip source) and goes after ``clear_after`` consecutive samples
+    without it (``Hysteresis``: a sample is a distinct snapshot time, however often a view
+    refreshes).  A chip that cannot be judged in a sample (the source failed, its values are
     stale) neither counts nor clears: the source's alert says why.
     """
 
@@ -138,6 +150,7 @@ class AlertTracker:
         self._lock = threading.Lock()
         self._states: Dict[AlertKey, _State] = {}
         self._shown: Tuple[Alert, ...] = ()
+        self._last_s: Optional[float] = None  # the time of the last sample counted
 
     @property
     def alerts(self) -> Tuple[Alert, ...]:
@@ -145,21 +158,39 @@ class AlertTracker:
         return self._shown
 
     def update(self, snapshot: Snapshot) -> Tuple[Alert, ...]:
-        """Judge ``snapshot`` and return the alerts to show, most severe first, then by NPU/chip."""
+        """Judge ``snapshot`` and return the alerts to show, most severe first, then by NPU/chip.
+
+        Hysteresis counts samples, not calls: a snapshot taken at the time of the last one
+        counted (a refresh, a replay slower than the recording) returns the alerts shown, and
+        time going back (a replay seeking back) starts afresh, as the workload judge does.
+        """
         present = {chip.identity.key for chip in snapshot.chips}
+        now_s = snapshot.taken_at.timestamp()
+        hysteresis = self.hysteresis
         with self._lock:
+            if self._last_s is not None and now_s <= self._last_s:
+                if now_s == self._last_s:
+                    return self._shown  # the same sample again: it counted already
+                self._states.clear()
+            self._last_s = now_s
             findings, judged = self._judge(snapshot)
             for key, finding in findings.items():
                 state = self._states.setdefault(key, _State(finding.alert))
+                if state.misses or not state.hits:
+                    state.since_s = now_s
                 state.alert, state.hits, state.misses = finding.alert, state.hits + 1, 0
-                state.shown = state.shown or state.hits >= finding.raise_after
+                held = finding.raise_after == 1 or now_s - state.since_s >= hysteresis.raise_after_s
+                state.shown = state.shown or (state.hits >= finding.raise_after and held)
             for key in [k for k in self._states if k not in findings]:
                 state = self._states[key]
                 chip = state.alert.chip
                 if chip is not None and chip in present and key not in judged:
-                    continue  # not judged this update (the source failed): hold, neither count nor clear
+                    continue  # not judged this sample (the source failed): hold, neither count nor clear
+                if state.hits:
+                    state.since_s = now_s
                 state.hits, state.misses = 0, state.misses + 1
-                if not state.shown or state.misses >= self.hysteresis.clear_after:
+                gone = state.misses >= hysteresis.clear_after
+                if not state.shown or (gone and now_s - state.since_s >= hysteresis.clear_after_s):
                     del self._states[key]
             shown = [s.alert for s in self._states.values() if s.shown]
             self._shown = tuple(sorted(shown, key=_order))

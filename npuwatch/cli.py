@@ -94,6 +94,12 @@ def build_parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
         "Exit 0, or 1 when no NPU could be read.",
     )
     snap.add_argument("--json", action="store_true", help="print npuwatch/snapshot/v1 JSON")
+    snap.add_argument(
+        "--all",
+        action="store_true",
+        help="with --replay of a recording: every recorded sample in order, each judged as the live "
+        "view judged it, with the alerts shown at it (NDJSON with --json)",
+    )
     chosen = next((word for word in words if word in _LAZY_COMMANDS), None)
     for name, (module, help_text, description) in _LAZY_COMMANDS.items():
         # fleet reads other machines: none of the local machine's options apply to it.
@@ -161,6 +167,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     from npuwatch.widgets.text import render_snapshot
 
     options = FeedOptions.from_args(args)
+    if getattr(args, "all", False):
+        return _snapshot_every_sample(options, as_json=getattr(args, "json", False))
     # One budget for the command (README ``--timeout``): no npu-smi call runs past it.
     with open_feed(options, deadline=one_shot_deadline(options.timeout())) as sampler:
         snapshot = sampler.sample()
@@ -172,6 +180,33 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     if reason is None:
         return 0
     print(f"npuwatch: {inert(reason)}", file=sys.stderr)  # quotes npu-smi's words
+    return 1
+
+
+def _snapshot_every_sample(options: FeedOptions, as_json: bool) -> int:
+    """``snapshot --replay FILE --all``: a post-mortem of a recording, one sample at a time."""
+    from npuwatch import snapshot_json
+    from npuwatch.availability import no_data_reason
+    from npuwatch.postmortem import judged_samples, open_recording, sample_dict
+    from npuwatch.widgets.postmortem_text import render_judged_sample
+
+    ascii_only = not can_encode(sys.stdout)
+    read_any, reason = False, None
+    with open_recording(options) as replay:
+        for sample in judged_samples(replay):
+            if as_json:
+                print(snapshot_json.strict_dumps(sample_dict(sample), indent=None, ensure_ascii=ascii_only))
+            else:
+                sys.stdout.write(render_judged_sample(sample.snapshot, sample.alerts))
+            reason = no_data_reason(sample.snapshot)
+            read_any = read_any or reason is None
+        warnings = replay.warnings()
+    sys.stdout.flush()
+    for warning in warnings:  # lines skipped, time going back: stdout stays one object a line
+        print(f"npuwatch: {inert(warning)}", file=sys.stderr)
+    if read_any:
+        return 0
+    print(f"npuwatch: {inert(reason or 'the recording holds no sample')}", file=sys.stderr)
     return 1
 
 

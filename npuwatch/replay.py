@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, FrozenSet, Optional, Protocol, Set, Tuple, Union
+from typing import Callable, FrozenSet, Iterator, Optional, Protocol, Set, Tuple, Union
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.history import History
@@ -233,6 +233,40 @@ class ReplaySampler:
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
         return None  # a recording holds only the snapshots, not npu-smi's per-chip reports
+
+    def every_sample(self) -> Iterator[Snapshot]:
+        """Every recorded sample in file order, each judged with the recording up to it by the
+        judge ``sample()`` runs (a post-mortem, ``snapshot --replay FILE --all``), whatever the
+        position.  A line that is not a snapshot is skipped with a warning (``warnings()``).
+        One snapshot at a time: memory stays bounded as in a replay; the index grows on its thread."""
+        with self._sample_lock:  # from the first line, wherever the replay stood
+            self.history.clear()
+            self._workloads.reset()
+            self._current, self._shown = None, -1
+        index = 0
+        while self._line_indexed(index):
+            with self._sample_lock:
+                before = self._current
+                self._catch_up(index)
+                judged = self._current
+                self._cache.clear()  # never read again: a post-mortem keeps no line
+                self._cache_bytes = 0
+            index += 1
+            if judged is not None and judged is not before:  # the line was a snapshot: judged
+                yield replace(judged, source=self.label)
+
+    def warnings(self) -> Tuple[str, ...]:
+        """What reading the file found so far: lines skipped, lines going back in time, limits."""
+        return self._store.warnings()
+
+    def _line_indexed(self, index: int) -> bool:
+        """Whether line ``index`` exists, waiting for the indexing thread to reach it."""
+        while index >= self._store.count():
+            indexer = self._indexer
+            if self._store.complete or indexer is None or not indexer.is_alive():
+                return index < self._store.count()
+            indexer.join(0.05)
+        return True
 
     def close(self) -> None:
         """Stop indexing and close the file."""

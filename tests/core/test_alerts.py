@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 import pytest
 
+from npuwatch import alerts as alerts_module
 from npuwatch.alerts import (
     Alert,
     AlertKind,
-    AlertTracker,
     Hysteresis,
     Severity,
     summary_line,
@@ -40,6 +40,25 @@ from npuwatch.probes.npu_smi.table import parse_info
 from tests.conftest import capture_text
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class AlertTracker(alerts_module.AlertTracker):
+    """The dashboard's tracker, given each update as a new sample one second after the last.
+
+    The tracker counts samples (distinct snapshot times), not calls: these tests reuse one
+    snapshot for several samples, so each call is stamped anew (the counting itself is pinned
+    by the tests of ``alerts_module.AlertTracker`` under "samples, not calls" below).
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.samples = 0
+
+    def update(self, snapshot: Snapshot) -> Tuple[Alert, ...]:
+        self.samples += 1
+        return super().update(replace(snapshot, taken_at=T0 + timedelta(seconds=self.samples)))
+
+
 OK = ProbeReport("npu-smi", MetricStatus.OK, 0.3)
 HUNG = ProbeReport("npu-smi", MetricStatus.TIMEOUT, 5.0, "npu-smi did not answer within 5.0 s and was killed")
 

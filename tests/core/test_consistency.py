@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Dict, Tuple
 
 import pytest
@@ -114,8 +114,8 @@ class OneReading:
 
 def alerts_of(snapshot: Snapshot) -> Tuple[Tuple[Severity, str], ...]:
     tracker = AlertTracker()
-    for _ in range(4):  # past every raise_after
-        shown = tracker.update(snapshot)
+    for second in range(4):  # past every raise_after: four samples (the tracker counts their times)
+        shown = tracker.update(replace(snapshot, taken_at=snapshot.taken_at + timedelta(seconds=second)))
     return tuple(
         (a.severity, a.message) for a in shown if a.chip == (0, 0) and a.kind is not AlertKind.INPUT_BOUND
     )

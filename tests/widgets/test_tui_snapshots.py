@@ -10,6 +10,8 @@ committing.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from datetime import timedelta
 from functools import cache
 from typing import Callable, Tuple
 
@@ -52,10 +54,16 @@ def replay_app(scenario: str) -> NpuwatchApp:
     for snapshot in snapshots:
         sampler.history.add(snapshot)
     app = NpuwatchApp(sampler)
-    # The alerts' hysteresis has settled, as after a minute of watching: the last state held long
-    # enough to raise every alert it has, so the app's own samples (one or two before the picture,
+    # The alerts' hysteresis has settled, as after a minute of watching: the last state held for
+    # as many samples as raise or clear an alert (taken within the second before it: the tracker
+    # counts samples, not calls), so the app's own samples of it (one or two before the picture,
     # as fast as the machine is) change nothing.
-    for snapshot in (*snapshots, *(snapshots[-1],) * Hysteresis().raise_after):
+    last = snapshots[-1]
+    held = max(Hysteresis().raise_after, Hysteresis().clear_after)
+    settling = [
+        replace(last, taken_at=last.taken_at - timedelta(seconds=k / held)) for k in range(held - 1, 0, -1)
+    ]
+    for snapshot in (*snapshots[:-1], *settling, last):
         app.tracker.update(snapshot)
     return app
 
