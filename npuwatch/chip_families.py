@@ -77,6 +77,8 @@ class ChipFamily:
     typical_memory_mib: Optional[int] = None  # one chip's memory on the family's common part
     #: ``subsystem_device >> 4`` of a function that carries two chips ("1PF2P"), if the family has one.
     two_chip_subsystem: Optional[int] = None
+    #: The chip part of CANN's kernel and ops package names (``Ascend-cann-kernels-910b``; ``A3``).
+    package_chip: Optional[str] = None
 
     def card_rated_power_w(self, chips_on_card: int) -> Optional[float]:
         """The rating of a card carrying ``chips_on_card`` of this family's chips, if published."""
@@ -132,6 +134,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="a3",
         title="Atlas A3 (Ascend910, per die)",
         soc="ascend910_93",
+        package_chip="A3",
         pci_device_ids=frozenset({0xD803}),
         pci_models={0xD803: "Ascend 910_93 (A3)"},
         name_pattern=r"910_?93|910C|^Ascend910$",
@@ -142,7 +145,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         sources={
             **_hot(),
             "pci_device_ids": _PCI_SOURCE,
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend910_93)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend910_93 and its package)",
             "memory_kind": "runtime-and-doctor.md §11: 128 GB HBM per package of 2 dies",
             "typical_memory_mib": "65536 MiB per die (captures 007, 043, 100)",
             "rated_power_w": "none published (power is per card)",
@@ -157,6 +160,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="910b",
         title="Ascend 910B (910B1-B4)",
         soc="ascend910b",
+        package_chip="910b",
         pci_device_ids=frozenset({0xD802, 0xD804, 0xD805}),
         pci_models={0xD802: "Ascend 910B", 0xD804: "Ascend 910B 2P", 0xD805: "Ascend 910B VF"},
         name_pattern=r"910B",
@@ -167,7 +171,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         sources={
             **_hot(),
             "pci_device_ids": _PCI_SOURCE + ": 0xd804 CLOUD_V2_2P, 0xd805 the SR-IOV VF",
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend910b)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend910b and its package)",
             "memory_kind": "runtime-and-doctor.md §11: HBM2e",
             "typical_memory_mib": "64 GB on 910B1-B3 and B4-1, 32 GB on 910B4 (runtime-and-doctor.md §11)",
             "rated_power_w": "910B family ~400 W (third-party figures)",
@@ -182,6 +186,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="910",
         title="Ascend 910 (910A, ProA, ProB)",
         soc="ascend910",
+        package_chip="910",
         pci_device_ids=frozenset({0xD801}),
         pci_models={0xD801: "Ascend 910"},
         name_pattern=r"910",
@@ -192,7 +197,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         sources={
             **_hot(),
             "pci_device_ids": _PCI_SOURCE,
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend910)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend910 and its package)",
             "memory_kind": "runtime-and-doctor.md §11: 32 GB HBM",
             "typical_memory_mib": "runtime-and-doctor.md §11: 32 GB HBM (captures 004, 015: 32768 MiB)",
             "rated_power_w": "Ascend 910 310 W, Huawei launch material",
@@ -206,6 +211,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="950",
         title="Ascend 950",
         soc="ascend950",
+        package_chip="950",
         pci_device_ids=frozenset({0xD806, 0xD807, 0xD808}),
         pci_models={0xD806: "Ascend 950", 0xD807: "Ascend d807", 0xD808: "Ascend 350"},
         name_pattern=r"950",
@@ -230,6 +236,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="310p",
         title="Ascend 310P (Atlas 300I Pro/Duo)",
         soc="ascend310p",
+        package_chip="310p",
         pci_device_ids=frozenset({0xD500, 0xD501}),
         pci_models={0xD500: "Ascend 310P", 0xD501: "Ascend 310P"},
         two_chip_subsystem=0x011,
@@ -246,7 +253,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
             **_hot(_HOT_310_SOURCE),
             "pci_device_ids": _PCI_SOURCE,
             "two_chip_subsystem": "driver-interfaces.md §5.1: subsystem_device >> 4 == 0x011 is 1PF2P",
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend310p)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend310p and its package)",
             "memory_kind": "LPDDR4X (runtime-and-doctor.md §11); npu-smi prints Memory-Usage only (044, 049)",
             "typical_memory_mib": "24 GB on an Atlas 300I Pro (runtime-and-doctor.md §11); 48 GB per chip "
             "on a Duo (capture 044)",
@@ -262,6 +269,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="310b",
         title="Ascend 310B (Atlas 200I A2)",
         soc="ascend310b",
+        package_chip="310b",
         pci_device_ids=frozenset({0xD105}),
         pci_models={0xD105: "Ascend 310B"},
         name_pattern=r"310B",
@@ -277,7 +285,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         sources={
             **_hot(_HOT_310_SOURCE),
             "pci_device_ids": _PCI_SOURCE + " (EP mode; in RC mode the board has no PCI function)",
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend310b)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend310b and its package)",
             "shared_memory": "an SoC board: Memory-Usage is Linux's RAM (capture 039: 1797 of 3513 MiB idle)",
             "memory_kind": "LPDDR4X (runtime-and-doctor.md §11)",
             "typical_memory_mib": "4 GB on the Atlas 200I DK A2 (capture 039); 8 and 16 GB boards "
@@ -295,6 +303,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         key="310",
         title="Ascend 310",
         soc="ascend310",
+        package_chip="310",
         pci_device_ids=frozenset({0xD100}),
         pci_models={0xD100: "Ascend 310"},
         name_pattern=r"310",
@@ -306,7 +315,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         sources={
             **_hot(_HOT_310_SOURCE),
             "pci_device_ids": _PCI_SOURCE,
-            "soc": "runtime-and-doctor.md §6.2 (kernel folder ascend310)",
+            "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend310 and its package)",
             "memory_kind": "LPDDR4X (runtime-and-doctor.md §11)",
             "typical_memory_mib": "8 GB per chip on the Atlas 300I, unverified (runtime-and-doctor.md §11)",
             "rated_power_w": "Ascend 310 chip 8 W",
@@ -333,6 +342,11 @@ def family_of(name: Optional[str] = None, device_id: Optional[int] = None) -> Ch
             if family.name_pattern and re.search(family.name_pattern, text, re.IGNORECASE):
                 return family
     return OTHER
+
+
+def family_of_soc(soc: Optional[str]) -> ChipFamily:
+    """The family whose operator-kernel folder is ``soc`` (``ascend910b``); ``OTHER`` if none."""
+    return next((family for family in FAMILIES if soc and family.soc == soc), OTHER)
 
 
 def known_device_id(device_id: Optional[int]) -> bool:

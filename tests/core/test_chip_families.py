@@ -18,7 +18,7 @@ from npuwatch.chip_families import (
     required_device_nodes,
 )
 from npuwatch.cli import main
-from npuwatch.doctor.checks import device_nodes
+from npuwatch.doctor.checks import device_nodes, op_kernels
 from npuwatch.doctor.result import Status
 from npuwatch.judge import Level, Thresholds, limits_for, temperature_level
 from npuwatch.model import ChipIdentity, ChipSample, Health
@@ -199,6 +199,7 @@ X9 = ChipFamily(
     key="x9",
     title="Ascend X9 (a test family)",
     soc="ascendx9",
+    package_chip="X9",
     pci_device_ids=frozenset({0xD8F0}),
     pci_models={0xD8F0: "Ascend X9"},
     two_chip_subsystem=0x022,
@@ -228,6 +229,7 @@ def test_a_new_family_row_is_followed_by_every_reader(x9_row, tmp_path):
     # Lookup, SoC folder, the views' facts and the judge's limits.
     assert family_of("X9B1") is x9_row and limits_for("X9B1") is x9_row
     assert soc_from_device_id(0xD8F0) == "ascendx9" and soc_from_chip_name("X9B1") == "ascendx9"
+    assert op_kernels.package_chip("ascendx9") == "X9"
     assert chip_facts.rated_power_w("X9B1") == 50.0 and chip_facts.memory_kind("X9B1") == "DDR"
     chip = ChipSample(ChipIdentity(0, 0, "X9B1"), health=Health.OK, temperature_c=31)
     assert temperature_level(chip) is Level.WARNING
