@@ -365,9 +365,9 @@ def required_device_nodes(families: Iterable[ChipFamily]) -> Tuple[str, ...]:
     """The device nodes a machine with chips of ``families`` needs besides davinciN; with no
     family known (an SoC board in RC mode has no PCI function), the nodes every family needs."""
     rows = tuple(families)
-    every = rows or (OTHER, *FAMILIES)
     if rows:
-        return tuple(name for name in MANAGER_NODES if any(name in row.device_nodes for row in every))
+        return tuple(name for name in MANAGER_NODES if any(name in row.device_nodes for row in rows))
+    every = (OTHER, *FAMILIES)
     return tuple(name for name in MANAGER_NODES if all(name in row.device_nodes for row in every))
 
 
