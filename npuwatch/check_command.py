@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Collection, Mapping, Optional, TextIO
 
+from npuwatch.chip_families import critical_limits_text
 from npuwatch.chip_source import ChipSource, close_source
 from npuwatch.errors import UsageError, VariableError
 from npuwatch.feeds import FeedOptions, MachineHandle, one_shot_deadline, open_machine
@@ -19,11 +20,13 @@ from npuwatch.probes.sysroot import Sysroot
 from npuwatch.text_safety import inert
 from npuwatch.verdict import HealthVerdict, Problem, Reason
 
-_MAX_TEMP_HELP = (
-    "unhealthy when a chip is at or above C °C (default: the judge's critical limit per model, "
-    "95 °C for the 910 family — 910A/910B/A3/950 — and 90 °C for the 310 family, where the "
-    "dashboard turns it red)"
-)
+
+def max_temp_help() -> str:
+    """``--max-temp``'s help: the default limits are the chip-family table's critical ones."""
+    return (
+        "unhealthy when a chip is at or above C °C (default: the judge's critical limit per chip "
+        f"family, {critical_limits_text()}, where the dashboard turns it red)"
+    )
 
 
 class CheckUsageError(UsageError):
@@ -38,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="max_temp",
         type=_celsius,
         metavar="C",
-        help=_MAX_TEMP_HELP,
+        help=max_temp_help(),
     )
     parser.add_argument(
         "--selftest",

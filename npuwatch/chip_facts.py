@@ -1,37 +1,28 @@
-"""Provides per-model facts for the views: rated power (the judge's table) and a chip's memory kind."""
+"""Provides per-model facts for the views: rated power and a chip's memory kind (the family table)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from npuwatch.judge.limits import limits_for
+from npuwatch.chip_families import family_of
 from npuwatch.model import ChipSample
-from npuwatch.probes.soc import soc_from_chip_name
 
 
 def rated_power_w(model_name: Optional[str]) -> Optional[float]:
     """The rated power for a chip npu-smi names ``model_name`` (``910B3``, ``310P3``), if known:
-    the judge's per-model table (``npuwatch.judge.limits``).
+    its row of the chip-family table (``npuwatch.chip_families``).
 
     ``Ascend910`` (A3, two dies per card, power printed per card) and the 950 have no published
     figure, so they give ``None`` and the views show watts without a ratio.
     """
-    return limits_for(model_name).rated_power_w if model_name else None
-
-
-#: The SoC families without HBM: the 310 family computes from DDR (310P and 310B print it in
-#: the Memory-Usage column, capture 044 and 039); the 910 family and the 950 have HBM.
-_DDR_SOCS = frozenset({"ascend310", "ascend310p", "ascend310b"})
+    return family_of(model_name).rated_power_w if model_name else None
 
 
 def memory_kind(model_name: Optional[str]) -> Optional[str]:
     """``HBM`` or ``DDR``: the memory of a chip named ``model_name`` (npu-smi's ``910B3`` or the
-    PCI inventory's ``Ascend 910B``), or ``None`` for a model this table does not know."""
-    soc = soc_from_chip_name(model_name)
-    if soc is None:
-        return None
-    return "DDR" if soc in _DDR_SOCS else "HBM"
+    PCI inventory's ``Ascend 910B``), or ``None`` for a model the family table does not know."""
+    return family_of(model_name).memory_kind if model_name else None
 
 
 @dataclass(frozen=True)

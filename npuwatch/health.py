@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Sequence, Tuple
 
+from npuwatch.chip_families import OTHER, family_of, required_device_nodes
 from npuwatch.chip_source import ChipSource, SourceFailure, source_title
 from npuwatch.judge.fault_codes import worst_handling
 from npuwatch.judge.limits import Thresholds
@@ -97,8 +98,8 @@ def check_health(
             unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips, backend)
             problems[:0] = [unlisted] if unlisted is not None else []
     if nodes is not None:
-        socs = {c.name or "" for c in chips}
-        problems[:0] = _node_problems(nodes, all(s.startswith("310B") for s in socs) and bool(socs))
+        families = [family_of(c.name) for c in chips] or [OTHER]  # no chip read: every node counts
+        problems[:0] = _node_problems(nodes, required_device_nodes(families))
     summary: Optional[Mapping[str, Any]] = None
     if selftest and not problems:
         summary, failed = _run_selftest(sysroot, selftest_skip)
@@ -124,7 +125,7 @@ def _source_problem(failure: SourceFailure, backend: str = "npu-smi") -> Problem
     return Problem(Reason.DCMI if backend == "dcmi" else Reason.NPU_SMI, short, hint)
 
 
-def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
+def _node_problems(nodes: DevNodes, required: Collection[str]) -> List[Problem]:
     if nodes.reason is not None:
         return [
             Problem(
@@ -134,8 +135,8 @@ def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
     found: List[Problem] = []
     if not nodes.davinci_ids:
         found.append(Problem(Reason.DEVICE_NODES, "no /dev/davinciN node", _NODES_HINT))
-    # devmm_svm does not exist on 310B SoC boards (probes/devices.py MANAGER_NODES).
-    missing = [n for n in nodes.missing_managers if not (soc_boards and n == "devmm_svm")]
+    # The chips' families say which nodes they need: a 310B SoC board has no devmm_svm.
+    missing = [n for n in nodes.missing_managers if n in required]
     absent = [n for n in missing if nodes.node(n) is None]
     if absent:
         names = ", ".join(f"/dev/{n}" for n in absent)

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from npuwatch import chip_families
 from npuwatch.probes.sysroot import Sysroot, cannot_read
 
 DEV_DIR = PurePosixPath("/dev")
 
-#: Management nodes every NPU process needs (driver-interfaces.md §1).  devmm_svm is absent on
-#: 310B/Atlas 200 SoC boards, so its absence alone is not a failure there.
-MANAGER_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+#: Management nodes an NPU process needs (driver-interfaces.md §1): the chip-family table's,
+#: whose rows say which a family has (devmm_svm is absent on 310B/Atlas 200 SoC boards).
+MANAGER_NODES = chip_families.MANAGER_NODES
 
 #: Further nodes worth reporting when present (§1): the docker variant of the manager (preferred
 #: by MindCluster on 310B), its ``npu_device_cust`` alias, and the scheduler/DVPP nodes.

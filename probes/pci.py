@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
+from npuwatch import chip_families
 from npuwatch.model import PcieLink
 from npuwatch.probes.sysroot import Sysroot
 
@@ -24,25 +25,6 @@ HUAWEI_VENDOR_ID = 0x19E5
 #: driver-interfaces.md §5.1).  The driver also lists 0xFFFF ("diversity"); such a function is
 #: still found when it is bound to devdrv_device_driver.
 OEM_VENDOR_IDS = frozenset({0x20C6, 0x203F, 0x20E9, 0x2092})
-
-#: Ascend device ID → chip family (driver-interfaces.md §5.1, from devdrv_pci.h / dcmi_common.h).
-ASCEND_MODELS: Mapping[int, str] = {
-    0xD100: "Ascend 310",
-    0xD105: "Ascend 310B",
-    0xD500: "Ascend 310P",
-    0xD501: "Ascend 310P",
-    0xD801: "Ascend 910",
-    0xD802: "Ascend 910B",
-    0xD803: "Ascend 910_93 (A3)",
-    0xD804: "Ascend 910B 2P",
-    0xD805: "Ascend 910B VF",
-    0xD806: "Ascend 950",
-    0xD807: "Ascend d807",  # CLOUD_V5_DEVICE: no public product name yet
-    0xD808: "Ascend 350",
-}
-
-#: 310P device IDs that may carry two chips behind one function ("1PF2P").
-_ONE_PF_TWO_CHIP_DEVICES = frozenset({0xD500, 0xD501})
 
 _T = TypeVar("_T")
 
@@ -64,7 +46,7 @@ class PciFunction:
     subsystem_device_id: Optional[int] = None
     class_code: Optional[int] = None
     revision: Optional[int] = None
-    model: Optional[str] = None  # from ASCEND_MODELS; None for an unknown device ID
+    model: Optional[str] = None  # the family table's name for the device ID; None for an unknown one
     chips: int = 1
     driver: Optional[str] = None  # the bound driver's name; None when unbound
     is_virtual_function: bool = False
@@ -187,7 +169,7 @@ def _read_function(sysroot: Sysroot, bdf: str, known: Optional[PciFunction] = No
         return replace(known, link=link, power_state=power_state, unavailable={**fixed, **unavailable})
 
     subsystem_device_id = attr_hex("subsystem_device")
-    model = ASCEND_MODELS.get(device_id) if device_id is not None else None
+    model = chip_families.pci_model(device_id)
     upstream = _upstream_dir(sysroot, base)
     upstream_bdf = upstream.name if upstream is not None else None
     upstream_speed = upstream_width = None
@@ -223,17 +205,14 @@ def _is_ascend(vendor_id: Optional[int], device_id: Optional[int], driver: Optio
     # table, or trust the Ascend driver's own binding.
     if driver == ASCEND_DRIVER:
         return True
-    known_device = device_id in ASCEND_MODELS
+    known_device = chip_families.known_device_id(device_id)
     return known_device and (vendor_id == HUAWEI_VENDOR_ID or vendor_id in OEM_VENDOR_IDS)
 
 
 def chips_per_function(device_id: Optional[int], subsystem_device_id: Optional[int]) -> int:
-    """1, or 2 for a 310P "1PF2P" function (Atlas 300I Duo: subsystem device 0x0110)."""
-    # devdrv_get_pdev_davinci_dev_num() in devdrv_pci.c tests subsystem_device >> 4 == 0x011
-    # (driver-interfaces.md §5.1); the installer's host_sys_init.sh counts the same way.
-    if device_id in _ONE_PF_TWO_CHIP_DEVICES and subsystem_device_id is not None:
-        return 2 if subsystem_device_id >> 4 == 0x011 else 1
-    return 1
+    """1, or 2 for a "1PF2P" function (a 310P Atlas 300I Duo: subsystem device 0x0110): the
+    family table's rule (``ChipFamily.chips_per_function``)."""
+    return chip_families.family_of(device_id=device_id).chips_per_function(subsystem_device_id)
 
 
 def _read_link(sysroot: Sysroot, base: str, unavailable: Dict[str, str]) -> PcieLink:

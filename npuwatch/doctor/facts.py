@@ -5,8 +5,8 @@
   ``ascend-toolkit/latest`` up to 8.3, ``cann`` from 8.5, root or ``$HOME/Ascend``).
 - **The user** the doctor runs as (``current_user``, ``machine_user``: tests replace
   ``current_user`` to act as another user) and whether they may open a device node.
-- **Devices**: each chip's ``/dev/davinciN`` (``physical_ids``) and the ``docker run --device``
-  flags that mount nodes.
+- **Devices**: each chip's ``/dev/davinciN`` (``physical_ids``), the manager nodes the chips'
+  families need (``required_manager_nodes``) and the ``docker run --device`` flags that mount nodes.
 - **Trust**: the skip of a check that would run an untrusted ``--root`` tree's code (``not_trusted``).
 
 The visible-devices variables are read by ``npuwatch.probes.visible_devices``.
@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from npuwatch.chip_families import family_of, required_device_nodes
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Finding, skipped
 from npuwatch.probes.devices import DevNode, DevNodes
@@ -209,6 +210,13 @@ def physical_ids(machine: Machine, dev: DevNodes) -> Dict[Tuple[int, int], int]:
     if len(chips) == len(dev.davinci_ids):
         return {c.identity.key: phy for c, phy in zip(chips, dev.davinci_ids)}
     return {}
+
+
+def required_manager_nodes(machine: Machine) -> Tuple[str, ...]:
+    """The manager nodes this machine needs, by the families of its PCI functions (the family
+    table: a 310B SoC board has no devmm_svm); with no PCI function (an SoC board in RC mode),
+    those every family needs."""
+    return required_device_nodes(family_of(device_id=f.device_id) for f in machine.pci().functions)
 
 
 def device_flags(names: Sequence[str]) -> str:

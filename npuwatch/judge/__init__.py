@@ -1,10 +1,11 @@
 """Provides the one judge: every chip's level (ok, warning, critical, unknown) and its reasons.
 
-``limits`` holds the per-model table of thresholds; ``rules`` the pure functions over the model.
+``limits`` holds the tunable thresholds (the per-family limits are ``npuwatch.chip_families``);
+``rules`` the pure functions over the model.
 Every surface takes its levels from here, so the same chip reads the same everywhere.
 """
 
-from npuwatch.judge.limits import DEFAULT_THRESHOLDS, MODEL_LIMITS, ModelLimits, Thresholds, limits_for
+from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
 from npuwatch.judge.rules import (
     HeldMemory,
     Judgement,
@@ -18,11 +19,9 @@ from npuwatch.model import Level
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
-    "MODEL_LIMITS",
     "HeldMemory",
     "Judgement",
     "Level",
-    "ModelLimits",
     "Reason",
     "ReasonKind",
     "Thresholds",

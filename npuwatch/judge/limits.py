@@ -1,72 +1,23 @@
-"""Provides the per-model table of limits every judgement reads: temperature, rated power, idle memory.
+"""Provides the judge's tunable thresholds; the per-family limits are the chip-family table's.
 
-One row per chip family, found by the name npu-smi prints (``910B3``, ``310P3``, ``Ascend910`` for
-an A3 die, ``950DT``); the first row whose prefix matches wins, so longer prefixes come first.
-Each number says where it comes from, or "our default" where Huawei publishes none.  The README's
-"Thresholds" table is written from this module (``tests/core/test_judge.py`` keeps them equal).
+Temperature limits, rated power, shared-memory SoCs and idle memory are rows of
+``npuwatch.chip_families`` (one row per family, found by PCI ID or chip name); the README's
+limits table is written from it (``tests/core/test_judge.py`` keeps them equal).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional, Tuple
 
-#: Huawei publishes no throttle point for the chip sensor npu-smi and DCMI read (none in the
-#: npu-smi or DCMI manuals nor in MindCluster), so the temperature levels are our defaults:
-#: data-centre accelerators with HBM commonly start throttling around 85-90 °C, so the 910
-#: family and the 950 warn at 85 °C; the 310 family (passively cooled inference cards and edge
-#: modules) warns at 80 °C.  Critical is 10 °C above the warning: far into throttling, where
-#: a health probe should send the job elsewhere.
-TEMPERATURE_SOURCE = "our default (Huawei publishes no throttle point for this sensor)"
-_HOT_C, _HOT_310_C, _CRITICAL_OVER_C = 85.0, 80.0, 10.0
+from npuwatch.chip_families import CRITICAL_OVER_C, ChipFamily, family_of
+from npuwatch.chip_families import idle_allowance_mib as family_idle_allowance_mib
 
 
-@dataclass(frozen=True)
-class ModelLimits:
-    """The limits of one chip family."""
-
-    family: str  # as the README's table names it
-    prefix: str  # the start of npu-smi's chip name; "" matches any chip
-    temperature_warning_c: float
-    temperature_critical_c: float
-    rated_power_w: Optional[float]  # None: no published figure (views show watts without a ratio)
-    power_source: str
-    #: True when the chip's memory is the board's RAM shared with Linux (an SoC): its use is
-    #: not memory a process can leak on the device.
-    shared_memory: bool = False
-
-
-def _row(
-    family: str, prefix: str, hot_c: float, watts: Optional[float], source: str, shared: bool = False
-) -> ModelLimits:
-    return ModelLimits(family, prefix, hot_c, hot_c + _CRITICAL_OVER_C, watts, source, shared)
-
-
-#: The table (rated power from docs/reference/runtime-and-doctor.md §11 "Chip facts": Huawei
-#: publishes few per-SKU figures, so these are the commonly quoted ones).
-MODEL_LIMITS: Tuple[ModelLimits, ...] = (
-    _row("Ascend 910B (910B1-B4)", "910B", _HOT_C, 400.0, "910B family ~400 W (third-party figures)"),
-    _row("Ascend 910 (910A, ProA, ProB)", "910", _HOT_C, 310.0, "Ascend 910 310 W, Huawei launch material"),
-    _row("Atlas A3 (Ascend910, per die)", "Ascend910", _HOT_C, None, "none published (power is per card)"),
-    _row("Ascend 950", "950", _HOT_C, None, "none published"),
-    _row("Ascend 950 (Ascend950…)", "Ascend950", _HOT_C, None, "none published"),
-    _row("Ascend 310P (Atlas 300I Pro/Duo)", "310P", _HOT_310_C, 72.0, "Atlas 300I Pro card 72 W"),
-    _row(
-        "Ascend 310B (Atlas 200I A2)", "310B", _HOT_310_C, 24.0, "Atlas 200I DK A2 board 24 W typical", True
-    ),
-    _row("Ascend 310", "310", _HOT_310_C, 8.0, "Ascend 310 chip 8 W"),
-    _row("Ascend 310 (Ascend310…)", "Ascend310", _HOT_310_C, None, "none published"),
-    _row("any other chip", "", _HOT_C, None, "none published"),
-)
-
-
-@lru_cache(maxsize=128)
-def limits_for(model_name: Optional[str]) -> ModelLimits:
-    """The row for a chip npu-smi names ``model_name``; the last row when none matches (looked up
-    for every chip several times a tick: kept per name)."""
-    name = (model_name or "").strip()
-    return next(row for row in MODEL_LIMITS if name.startswith(row.prefix))
+def limits_for(model_name: Optional[str]) -> ChipFamily:
+    """The family row of a chip a source names ``model_name`` (``chip_families.family_of``);
+    ``chip_families.OTHER`` when none matches."""
+    return family_of(model_name)
 
 
 @dataclass(frozen=True)
@@ -79,9 +30,8 @@ class Thresholds:
 
     temperature_warning_c: Optional[float] = None
     temperature_critical_c: Optional[float] = None
-    #: What an idle chip may hold: max(floor, total × fraction).  910B idles at ~2.6 GiB (32 GiB
-    #: parts, capture 022) / ~3.3 GiB (64 GiB parts, 003/093/100); the 950DT at 4.7 of 96 GiB
-    #: (037); 310P DDR lower (049: 927 MiB).  Our default.
+    #: What an idle chip may hold when its family has no measured idle figure (the family
+    #: table's ``idle_memory_mib``): max(floor, total × fraction).  Our default.
     hbm_idle_floor_mib: int = 4096
     hbm_idle_fraction: float = 1 / 16
     #: Memory counts as held with no process when it exceeds the idle allowance by this much.
@@ -113,18 +63,23 @@ class Thresholds:
         """(warning, critical) in °C for a chip npu-smi names ``model_name``: the model's row, or
         the overrides (a warning set alone keeps critical 10 °C above it; a critical set alone
         pulls the warning down to it when lower)."""
-        row = limits_for(model_name)
+        row = family_of(model_name)
         warning, critical = row.temperature_warning_c, row.temperature_critical_c
         if self.temperature_warning_c is not None:
             warning = self.temperature_warning_c
-            critical = warning + _CRITICAL_OVER_C
+            critical = warning + CRITICAL_OVER_C
         if self.temperature_critical_c is not None:
             critical = self.temperature_critical_c
             warning = min(warning, critical)
         return warning, critical
 
-    def idle_allowance_mib(self, total_mib: int) -> int:
-        """What an idle chip with ``total_mib`` of memory may hold."""
+    def idle_allowance_mib(self, total_mib: int, family: Optional[ChipFamily] = None) -> int:
+        """What an idle chip with ``total_mib`` of memory may hold: its family's measured idle
+        figure (``chip_families.idle_allowance_mib``) when ``family`` is given and has one, else
+        max(floor, total × fraction)."""
+        measured = None if family is None else family_idle_allowance_mib(family, total_mib)
+        if measured is not None:
+            return measured
         return int(max(self.hbm_idle_floor_mib, total_mib * self.hbm_idle_fraction))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from npuwatch.chip_families import family_of
 from npuwatch.probes.runtime.plan import MIB, Plan
 from npuwatch.probes.runtime.protocol import EventKind
 from npuwatch.probes.runtime.recorder import Recorder, StepFailedError, StepOutcome
@@ -136,7 +137,7 @@ class AclSession:
 
     def memory_info(self, out: StepOutcome) -> int:
         """Free bytes of the chip's main memory (HBM, or DDR on 310-class chips)."""
-        ddr_first = (self.soc_name or "").startswith("Ascend310")
+        ddr_first = family_of(self.soc_name).memory_kind == "DDR"  # the 310 family (§11)
         attrs = [ACL_DDR_MEM, ACL_HBM_MEM] if ddr_first else [ACL_HBM_MEM, ACL_DDR_MEM]
         free = total = 0
         kind = "HBM"

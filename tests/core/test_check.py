@@ -18,7 +18,7 @@ from npuwatch.errors import UsageError
 from npuwatch.health import _node_problems, check_health, check_source, judge_chips
 from npuwatch.judge import Thresholds
 from npuwatch.model import ChipIdentity, ChipSample, Health
-from npuwatch.probes.devices import DevNode, DevNodes
+from npuwatch.probes.devices import MANAGER_NODES, DevNode, DevNodes
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.simulator import Simulation
 from npuwatch.probes.sysroot import Sysroot
@@ -391,7 +391,7 @@ def test_nodes_this_user_cannot_open():
 
     names = ("davinci0", "davinci1", "davinci_manager", "devmm_svm", "hisi_hdc")
     nodes = DevNodes(davinci_ids=(0, 1), nodes={n: node(n) for n in names})
-    (problem,) = _node_problems(nodes, soc_boards=False)
+    (problem,) = _node_problems(nodes, MANAGER_NODES)
     assert problem.reason is Reason.DEVICE_NODES
     assert problem.message == (
         "no read/write access to /dev/davinci0, /dev/davinci1, /dev/davinci_manager … "

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from npuwatch.chip_families import FAMILIES, OTHER, limits_table
 from npuwatch.judge import (
-    MODEL_LIMITS,
     Level,
     ReasonKind,
     Thresholds,
@@ -60,15 +60,14 @@ def test_temperature_levels_come_from_the_model_row(name, temperature_c, level):
     assert judge_chip(chip(name, temperature_c=temperature_c)).level is level
 
 
-def test_every_model_row_names_its_sources_and_critical_is_above_warning():
-    assert MODEL_LIMITS[-1].prefix == ""  # the catch-all is last
-    for row in MODEL_LIMITS:
+def test_every_family_row_names_its_sources_and_critical_is_above_warning():
+    for row in (*FAMILIES, OTHER):
         assert row.temperature_critical_c > row.temperature_warning_c
-        assert row.power_source
+        assert row.source_of("rated_power_w")
     assert limits_for("910B3").rated_power_w == 400.0
     assert limits_for("910PremiumA").rated_power_w == 310.0
     assert limits_for("Ascend910").rated_power_w is None
-    assert limits_for(None) is MODEL_LIMITS[-1]
+    assert limits_for(None) is OTHER
 
 
 def test_a_critical_override_pulls_the_warning_down_and_a_warning_override_keeps_ten_degrees():
@@ -165,20 +164,9 @@ def test_first_clause_keeps_a_short_message_whole_and_cuts_a_long_one_at_its_col
     assert first_clause("x" * 70, 60) == "x" * 59 + "…"
 
 
-def test_the_readme_states_the_limits_table_exactly_as_the_judge_has_it():
+def test_the_readme_states_the_limits_table_exactly_as_the_family_table_has_it():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     table = readme.split("<!-- limits-table:", 1)[1].split("<!-- end limits-table -->", 1)[0]
-    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ")][1:]
-    stated = [tuple(cell.strip() for cell in row) for row in rows]
-    expected = [
-        (
-            row.family,
-            f"`{row.prefix}`" if row.prefix else "(anything else)",
-            f"{row.temperature_warning_c:g} °C",
-            f"{row.temperature_critical_c:g} °C",
-            "—" if row.rated_power_w is None else f"{row.rated_power_w:g} W",
-            row.power_source,
-        )
-        for row in MODEL_LIMITS
-    ]
-    assert stated == expected
+    stated = [line for line in table.splitlines() if line.startswith("|")]
+    assert stated == limits_table().splitlines()
+    assert len(stated) == 2 + len(FAMILIES) + 1  # header, rule, every family and "any other chip"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import List, Optional, Sequence
 
-from npuwatch.doctor.facts import physical_ids
+from npuwatch.doctor.facts import physical_ids, required_manager_nodes
 from npuwatch.doctor.machine import Machine, ProcessPlace
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.devices import MANAGER_NODES, DevNodes
@@ -25,8 +25,6 @@ _NODE_ROLES = {
     "hisi_hdc": "the host–device channel",
 }
 
-#: PCI device ID of the 310B SoC, whose boards have no devmm_svm node (driver-interfaces.md §1).
-_ASCEND_310B = 0xD105
 #: At most this many ``--device /dev/davinciN`` flags are suggested (a range typo is not a machine).
 _MAX_CHIP_FLAGS = 16
 
@@ -62,7 +60,9 @@ def _found_instead(sysroot: Sysroot, path: PurePosixPath) -> str:
     return f"{path} is missing"
 
 
-def missing_nodes(dev: DevNodes, docker_visible: Optional[str], soc_board: bool = False) -> List[Missing]:
+def missing_nodes(
+    dev: DevNodes, docker_visible: Optional[str], required: Sequence[str] = MANAGER_NODES
+) -> List[Missing]:
     """The device nodes a container needs (runtime-and-doctor.md §7.3) that it lacks."""
     found: List[Missing] = []
     if not dev.davinci_ids and not dev.vdavinci_ids:
@@ -78,7 +78,7 @@ def missing_nodes(dev: DevNodes, docker_visible: Optional[str], soc_board: bool 
                 )
             )
     for name in MANAGER_NODES:
-        if dev.has(name) or (soc_board and name == "devmm_svm"):
+        if dev.has(name) or name not in required:
             continue
         node = dev.node(name)
         seen = (
@@ -226,9 +226,8 @@ def run(machine: Machine) -> Finding:
         return skipped("not in a container")
     kind = container.runtime or "container"
     dev = machine.dev()
-    functions = machine.pci().functions
-    soc_board = not functions or all(f.device_id == _ASCEND_310B for f in functions)
-    missing = missing_nodes(dev, machine.environ.get(DOCKER_VISIBLE), soc_board) + missing_files(machine)
+    required = required_manager_nodes(machine)
+    missing = missing_nodes(dev, machine.environ.get(DOCKER_VISIBLE), required) + missing_files(machine)
     evidence = [f"container: {line}" for line in container.evidence]
     if missing:
         engine = "podman" if container.runtime == "podman" else "docker"

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from npuwatch.doctor.facts import device_flags
+from npuwatch.doctor.facts import device_flags, required_manager_nodes
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed
 from npuwatch.probes.devices import DEV_DIR, MANAGER_NODES, UNREADABLE_DEV_HINT, DevNodes
 from npuwatch.probes.visible_devices import parse_docker_visible
-
-#: PCI device ID of the 310B SoC, which has no devmm_svm node (driver-interfaces.md §1).
-_ASCEND_310B = 0xD105
 
 _HOST_HINT = (
     "the driver creates these nodes when it loads: check `lsmod | grep drv_` and "
@@ -34,13 +31,6 @@ def id_ranges(ids: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
-def required_managers(machine: Machine) -> Tuple[str, ...]:
-    """The manager nodes this machine needs: devmm_svm is absent on a 310B SoC board."""
-    functions = machine.pci().functions
-    soc_board = not functions or all(f.device_id == _ASCEND_310B for f in functions)
-    return tuple(name for name in MANAGER_NODES if not (soc_board and name == "devmm_svm"))
-
-
 def _missing(dev: DevNodes, names: Sequence[str]) -> Tuple[str, ...]:
     return tuple(name for name in names if not dev.has(name))
 
@@ -60,7 +50,7 @@ def run(machine: Machine) -> Finding:
     chips = machine.pci().chip_count
     in_container = machine.container().in_container
     davinci = dev.davinci_ids
-    missing = _missing(dev, required_managers(machine))
+    missing = _missing(dev, required_manager_nodes(machine))
     details = [
         f"/dev/davinciN: {id_ranges(davinci) if davinci else 'none'}"
         + (f" for {chips} chips on the PCI bus" if chips else ""),
@@ -74,7 +64,7 @@ def run(machine: Machine) -> Finding:
     if chips and len(davinci) < chips:
         return _fewer(machine, davinci, chips, in_container, details)
     summary = f"{len(davinci)} /dev/davinciN ({id_ranges(davinci)}) and " + ", ".join(
-        required_managers(machine)
+        required_manager_nodes(machine)
     )
     return passed(summary, details)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import List, Optional, Set
 
+from npuwatch.chip_families import family_of_soc
 from npuwatch.doctor.facts import (
     DOWNLOAD_PAGE,
     active_home,
@@ -48,8 +49,10 @@ def machine_socs(machine: Machine) -> List[str]:
 
 
 def package_chip(soc: str) -> str:
-    """The chip part of a package name: ``ascend910b`` → ``910b``, ``ascend910_93`` → ``A3``."""
-    return "A3" if soc == "ascend910_93" else soc[len("ascend") :] if soc.startswith("ascend") else soc
+    """The chip part of a package name: ``ascend910b`` → ``910b``, ``ascend910_93`` → ``A3`` (the
+    family table's ``package_chip``; a folder it does not know loses its ``ascend``)."""
+    known = family_of_soc(soc).package_chip
+    return known or (soc[len("ascend") :] if soc.startswith("ascend") else soc)
 
 
 def install_command(soc: str, version: Optional[str], arch: str, home: PurePosixPath) -> str:

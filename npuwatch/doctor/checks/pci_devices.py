@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence
 
+from npuwatch.chip_families import family_of
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.pci import PCI_DEVICES_DIR, PciFunction
@@ -51,12 +52,13 @@ def summarize_models(functions: Sequence[PciFunction]) -> str:
 
 
 def _soc_board(machine: Machine) -> Optional[str]:
-    """The SoC npu-smi names (``310B4``) when every chip it lists is a 310B board SoC, else ``None``."""
+    """The SoC npu-smi names (``310B4``) when every chip it lists is one board SoC (a family whose
+    memory is the board's: the 310B), else ``None``."""
     if machine.npu_smi_path is None and machine.npu_smi_withheld is None:
         return None
     table = machine.info_table()
     names = {(chip.identity.name or "").strip() for chip in table.chips} if table is not None else set()
-    if len(names) == 1 and next(iter(names)).upper().startswith("310B"):
+    if len(names) == 1 and family_of(next(iter(names))).shared_memory:
         return next(iter(names))
     return None
 
