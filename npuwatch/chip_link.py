@@ -36,9 +36,10 @@ class LinkState(enum.Enum):
 class ChipLink:
     """One link of a chip as read: ``kind`` (``pcie``), whether its far end is ``present`` and
     the link ``up``, its ``state``, ``reason`` (the part below its maximum, ``x8 of x16``; empty
-    when up), ``detail`` (current against maximum, ``Gen4 x8 of Gen5 x16``) and ``hint``.  ``shared_by`` names
-    what chips sharing one link have in common (a 310P Duo's two chips: one PCI function), so
-    a view and an alert say it once."""
+    when up), ``detail`` (current against maximum, ``Gen4 x8 of Gen5 x16``) and ``hint``.
+    ``shared_by`` names what chips sharing one link have in common (a 310P Duo's two chips: one
+    PCI function), so a view and an alert say it once.  Everything a view or the judge says of
+    a kind comes from its records, so a new kind touches no file but its enricher's."""
 
     kind: str
     state: LinkState
@@ -50,14 +51,12 @@ class ChipLink:
     #: What to check when the judge finds the link wanting (the enricher's kind knows): ``reseat
     #: the card, check the slot …``.
     hint: str = ""
+    #: How sentences name the kind (``PCIe``, ``RoCE``); the kind itself when empty.
+    title: str = ""
 
-    @property
-    def title(self) -> str:
-        """How sentences name the kind: ``PCIe``."""
-        return _TITLES.get(self.kind, self.kind)
-
-
-_TITLES = {KIND_PCIE: "PCIe"}
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.kind)
 
 
 #: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
@@ -124,12 +123,14 @@ def pcie_record(link: PcieLink, bdf: Optional[str] = None) -> ChipLink:
     hint = _HINT + (f" (`lspci -vv -s {shared}`)" if shared else "")
     if not link.present:
         detail = "the PCI config space reads ff ff: off the bus"
-        return ChipLink(KIND_PCIE, LinkState.ABSENT, False, False, "off the bus", detail, shared, hint)
+        return ChipLink(
+            KIND_PCIE, LinkState.ABSENT, False, False, "off the bus", detail, shared, hint, "PCIe"
+        )
     if link.current_speed_gt_s is None and link.current_width is None:
         detail = "link speed and width not read"
-        return ChipLink(KIND_PCIE, LinkState.UNKNOWN, True, True, "", detail, shared, hint)
+        return ChipLink(KIND_PCIE, LinkState.UNKNOWN, True, True, "", detail, shared, hint, "PCIe")
     state = LinkState.NARROW if link.narrow else LinkState.SLOW if link.slow else LinkState.UP
-    return ChipLink(KIND_PCIE, state, True, True, _below(link), pcie_against_max(link), shared, hint)
+    return ChipLink(KIND_PCIE, state, True, True, _below(link), pcie_against_max(link), shared, hint, "PCIe")
 
 
 _HINT = "reseat the card, check the slot or riser and the BIOS link settings"

@@ -43,7 +43,7 @@ _PCIE_FIELDS = (
     "aer_fatal_total",
     "present",
 )
-_LINK_FIELDS = ("kind", "state", "present", "up", "reason", "detail", "shared_by", "hint")
+_LINK_FIELDS = ("kind", "title", "state", "present", "up", "reason", "detail", "shared_by", "hint")
 #: A chip has a link or two (PCIe; RoCE, HCCS): more in a file is not a chip's.
 _MAX_LINKS = 16
 _VERSION_FIELDS = ("npu_smi", "driver", "firmware", "cann", "dcmi")
@@ -329,6 +329,7 @@ def _link_from(data: Mapping[str, Any]) -> ChipLink:
         detail=_text(data, "detail") or "",
         shared_by=_text(data, "shared_by"),
         hint=_text(data, "hint") or "",
+        title=_text(data, "title") or "",
     )
 
 
