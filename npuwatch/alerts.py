@@ -10,7 +10,7 @@ from typing import Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
 from npuwatch.chip_source import source_title
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
-from npuwatch.judge.rules import Reason, ReasonKind, judge_snapshot, pcie_detail
+from npuwatch.judge.rules import Reason, ReasonKind, chip_links, judge_snapshot
 from npuwatch.model import ChipSample, Level, MetricStatus, ProbeReport, Snapshot, WorkloadClass
 from npuwatch.text_safety import first_clause, shorten
 
@@ -49,6 +49,7 @@ class AlertKind(enum.Enum):
     INPUT_BOUND = "input-bound"
     THROTTLING = "throttling"
     PCIE_DEGRADED = "pcie-degraded"
+    LINK_DEGRADED = "link-degraded"  # a link of another kind: its key word is the link's kind
     DEVICE_LOST = "device-lost"
     NPU_SMI = "npu-smi"  # the chip source (npu-smi or DCMI): the name predates DCMI, a stable value
     BACKEND = "backend"  # the chosen backend did not read the sample (auto fell back to npu-smi)
@@ -69,8 +70,10 @@ class Alert:
 #: Ends the message of a failing or hung chip source (npu-smi, DCMI): the doctor's checks find why.
 DOCTOR_POINTER = " — run `npuwatch doctor`"
 
-#: Every per-chip alert key.
-_CHIP_KINDS = ("health", "temperature", "hbm-held", "input-bound", "throttling", "device-lost", "pcie")
+#: Every per-chip alert key but the links' (each link's key word is its kind: ``pcie``).
+_CHIP_KINDS = ("health", "temperature", "hbm-held", "input-bound", "throttling", "device-lost")
+#: The link reasons: judged from sysfs and the like, so they count even while the source fails.
+_LINK_REASONS = (ReasonKind.PCIE_DEGRADED, ReasonKind.LINK_DEGRADED)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ _KINDS = {
     ReasonKind.TEMPERATURE: AlertKind.TEMPERATURE,
     ReasonKind.HBM_HELD: AlertKind.HBM_HELD,
     ReasonKind.PCIE_DEGRADED: AlertKind.PCIE_DEGRADED,
+    ReasonKind.LINK_DEGRADED: AlertKind.LINK_DEGRADED,
     ReasonKind.DEVICE_LOST: AlertKind.DEVICE_LOST,
 }
 #: The alert key word of each kind (links keep their older short key).
@@ -211,35 +215,37 @@ class AlertTracker:
         judgements = judge_snapshot(snapshot, self.thresholds)
         # Chip values are current only when the source answered; otherwise its alert says why.
         answered = report is None or report.status is MetricStatus.OK
-        buses: Set[Tuple[int, str]] = set()
+        buses: Set[Tuple[int, str, str]] = set()
         for chip in snapshot.chips:
             key = chip.identity.key
             reasons = judgements[key].reasons
             kinds = {reason.kind for reason in reasons}
+            links = {(link.kind, *key) for link in chip_links(chip)} | {("pcie", *key)}
             if ReasonKind.DEVICE_LOST in kinds:
                 judged.update((kind, *key) for kind in _CHIP_KINDS)  # its older alerts count as clear
+                judged.update(links)
             elif answered and ReasonKind.STALE not in kinds:
                 judged.update((kind, *key) for kind in _CHIP_KINDS)
+                judged.update(links)
                 for alert in _workload_alerts(chip):
                     findings[alert.key] = _Finding(alert, 1)  # the workload judge settled it already
             else:
-                # Only sysfs's link can be judged; the source's alert says why the rest cannot.
-                reasons = tuple(r for r in reasons if r.kind is ReasonKind.PCIE_DEGRADED)
-                if chip.pcie is not None:
-                    judged.add(("pcie", *key))
+                # Only the links can be judged; the source's alert says why the rest cannot.
+                reasons = tuple(r for r in reasons if r.kind in _LINK_REASONS)
+                judged.update((link.kind, *key) for link in chip_links(chip))
             for finding in self._chip_findings(chip, reasons, buses):
                 findings[finding.alert.key] = finding
         return findings, judged
 
     def _chip_findings(
-        self, chip: ChipSample, reasons: Sequence[Reason], buses: Set[Tuple[int, str]]
+        self, chip: ChipSample, reasons: Sequence[Reason], buses: Set[Tuple[int, str, str]]
     ) -> Iterator[_Finding]:
         identity = chip.identity
         for reason in reasons:
             kind = _KINDS.get(reason.kind)
-            if kind is None or (kind is AlertKind.PCIE_DEGRADED and _seen_bus(chip, buses)):
+            if kind is None or (reason.kind in _LINK_REASONS and _seen_link(chip, reason.link, buses)):
                 continue  # STALE is the source's alert; a 310P Duo's two chips share one link
-            key: AlertKey = (_KEYS[kind], *identity.key)
+            key: AlertKey = (reason.link or _KEYS[kind], *identity.key)
             alert = Alert(
                 key,
                 _SEVERITY[reason.level],
@@ -250,19 +256,6 @@ class AlertTracker:
             )
             at_once = kind in (AlertKind.HEALTH, AlertKind.DEVICE_LOST)
             yield _Finding(alert, 1 if at_once else self.hysteresis.raise_after)
-        link = chip.pcie
-        if link is not None and link.slow and not link.narrow and not _seen_bus(chip, buses):
-            # A lower speed alone can be link power saving at idle: worth a note, not a level.
-            message = f"{identity.label} PCIe {link.describe()}"
-            alert = Alert(
-                ("pcie", *identity.key),
-                Severity.INFO,
-                AlertKind.PCIE_DEGRADED,
-                message,
-                pcie_detail(chip, link),
-                identity.key,
-            )
-            yield _Finding(alert, self.hysteresis.raise_after)
 
     def _source(self, report: ProbeReport) -> Optional[_Finding]:
         """The chip source's own alert, naming the source that read the chips (its report's
@@ -327,15 +320,15 @@ def _workload_alerts(chip: ChipSample) -> Iterator[Alert]:
         yield Alert(key, Severity.WARNING, AlertKind.THROTTLING, message, detail, identity.key)
 
 
-def _seen_bus(chip: ChipSample, buses: Set[Tuple[int, str]]) -> bool:
-    """True when a link alert was made for this chip's PCI function already (310P Duo chips share one)."""
-    bus_id = chip.identity.bus_id
-    if bus_id is None:
+def _seen_link(chip: ChipSample, kind: str, seen: Set[Tuple[int, str, str]]) -> bool:
+    """True when an alert was made for this link already (a 310P Duo's chips share one)."""
+    shared = next((link.shared_by for link in chip_links(chip) if link.kind == kind), None)
+    if shared is None:
         return False
-    bus = (chip.identity.npu_id, bus_id.lower())
-    if bus in buses:
+    link = (chip.identity.npu_id, kind, shared)
+    if link in seen:
         return True
-    buses.add(bus)
+    seen.add(link)
     return False
 
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Mapping, Optional, Tuple, Union
 
+# The PCIe reading lives beside the link record; named here too, where its users import it.
+from npuwatch.chip_link import PCIE_GENERATIONS as PCIE_GENERATIONS
+from npuwatch.chip_link import ChipLink
+from npuwatch.chip_link import PcieLink as PcieLink
+from npuwatch.chip_link import pcie_speed_label as pcie_speed_label
 from npuwatch.metrics_table import METRICS
 from npuwatch.source_info import SourceInfo
 
@@ -126,63 +131,6 @@ class ChipIdentity:
     def label(self) -> str:
         """A short human label such as ``NPU 3`` or ``NPU 3 chip 1``."""
         return f"NPU {self.npu_id}" if self.chip_id == 0 else f"NPU {self.npu_id} chip {self.chip_id}"
-
-
-#: PCIe generation by its transfer rate per lane (GT/s), as sysfs reports ``current_link_speed``.
-PCIE_GENERATIONS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
-
-
-def pcie_speed_label(speed_gt_s: float) -> str:
-    """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
-    generation = PCIE_GENERATIONS.get(speed_gt_s)
-    return f"Gen{generation}" if generation else f"{speed_gt_s:g} GT/s"
-
-
-@dataclass(frozen=True)
-class PcieLink:
-    """The PCIe link of one function as Linux PCI sysfs reports it."""
-
-    current_speed_gt_s: Optional[float] = None
-    max_speed_gt_s: Optional[float] = None
-    current_width: Optional[int] = None
-    max_width: Optional[int] = None
-    numa_node: Optional[int] = None
-    aer_correctable_total: Optional[int] = None
-    aer_nonfatal_total: Optional[int] = None
-    aer_fatal_total: Optional[int] = None
-    present: bool = True  # False when the config space reads ff ff (fell off the bus)
-
-    @property
-    def narrow(self) -> bool:
-        """True when the link trained at fewer lanes than it can (x8 of x16)."""
-        return (
-            self.current_width is not None
-            and self.max_width is not None
-            and self.current_width < self.max_width
-        )
-
-    @property
-    def slow(self) -> bool:
-        """True when the link runs below its maximum speed (also link power saving at idle)."""
-        return (
-            self.current_speed_gt_s is not None
-            and self.max_speed_gt_s is not None
-            and self.current_speed_gt_s < self.max_speed_gt_s
-        )
-
-    @property
-    def degraded(self) -> bool:
-        """True when the link trained below its maximum speed or width."""
-        return self.slow or self.narrow
-
-    def describe(self) -> str:
-        """``x8 of x16, 16 GT/s of 32 GT/s``: only the parts below their maximum."""
-        parts = []
-        if self.narrow:
-            parts.append(f"x{self.current_width} of x{self.max_width}")
-        if self.slow:
-            parts.append(f"{self.current_speed_gt_s:g} of {self.max_speed_gt_s:g} GT/s")
-        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -334,6 +282,9 @@ class ChipSample:
     #: What the chip is limited by, judged over a window by the feed (``npuwatch.judge.workload``);
     #: ``None`` until a feed has judged it.
     workload: Optional[Workload] = None
+    #: Every link of the chip the link enrichers read (``npuwatch.links``: its PCIe link first);
+    #: ``pcie`` above stays the raw sysfs reading.  The judge says what each means.
+    links: Tuple[ChipLink, ...] = ()
 
     def with_workload(self, workload: Optional[Workload]) -> ChipSample:
         """A copy with ``workload`` set (the feed's judge sets it on every chip each tick)."""
@@ -342,6 +293,10 @@ class ChipSample:
     def with_pcie(self, pcie: Optional[PcieLink]) -> ChipSample:
         """A copy with ``pcie`` set (the sampler adds every chip's link from sysfs each tick)."""
         return self._with(pcie=pcie)
+
+    def with_link(self, link: ChipLink) -> ChipSample:
+        """A copy with ``link`` added to ``links`` (each link enricher adds its kind's, each tick)."""
+        return self._with(links=(*self.links, link))
 
     def _with(self, **fields: object) -> ChipSample:
         """``dataclasses.replace`` without re-running ``__init__``, ten times cheaper for this

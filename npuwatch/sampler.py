@@ -10,11 +10,9 @@ from datetime import datetime, timezone
 from typing import (
     TYPE_CHECKING,
     Callable,
-    Dict,
     FrozenSet,
     Iterable,
     List,
-    Mapping,
     Optional,
     Set,
     Tuple,
@@ -25,15 +23,16 @@ from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, sourc
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.judge.workload import WorkloadJudge
+from npuwatch.links.registry import EnrichInputs, LinkEnrichers
 from npuwatch.machine_chips import MachineChips, machine_chips, unreported_chips
-from npuwatch.model import ChipSample, MetricStatus, PcieLink, ProbeReport, Snapshot, Versions
+from npuwatch.model import ChipSample, MetricStatus, ProbeReport, Snapshot, Versions
 from npuwatch.plausible import capped, plausible
 from npuwatch.polling_pause import is_paused
 from npuwatch.probes.container import detect_container
 from npuwatch.probes.devices import scan_dev
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.install_files import read_versions
-from npuwatch.probes.pci import PciInventory, normalize_bdf, scan_pci
+from npuwatch.probes.pci import PciInventory, scan_pci
 from npuwatch.probes.sysroot import Sysroot
 
 if TYPE_CHECKING:
@@ -88,8 +87,7 @@ class Sampler:
         self._last: Optional[Snapshot] = None
         self._tracker = ChipTracker(source_name=source.probe_name)
         self._pci: Optional[Tuple[PciInventory, float, ProbeReport]] = None
-        self._links: Mapping[str, PcieLink] = {}
-        self._bus_links: Dict[str, Optional[PcieLink]] = {}  # npu-smi's Bus-Id → its link, per scan
+        self._links = LinkEnrichers(monotonic=monotonic)  # each chip's links (npuwatch.links)
         self._has: Optional[MachineChips] = None  # the chips the machine has, with the PCI scan
         self._in_container: Optional[bool] = None
         self._versions: Optional[Tuple[Versions, float]] = None
@@ -147,7 +145,7 @@ class Sampler:
         probes = [_source_report(source_name, outcome), *pci_reports]
         resolved = self._tracker.resolve(outcome, mono, inventory)
         warnings = resolved.warnings + self._unreported(outcome, probes)
-        chips = [self._with_pcie(chip) for chip in resolved.chips]
+        chips = self._with_links(resolved.chips, inventory, probes)
         processes = list(resolved.processes)
         if self.devices is not None:
             chips = [c for c in chips if c.identity.npu_id in self.devices]
@@ -209,8 +207,6 @@ class Sampler:
                 message = f"{found} Ascend PCI function(s)"
                 report = ProbeReport("sysfs", MetricStatus.OK, time.monotonic() - started, message, found)
             self._pci = (inventory, mono, report)
-            self._links = {f.bdf.lower(): f.link for f in inventory.functions}
-            self._bus_links = {}
             self._has = self._guard("devices", [], lambda: self._machine_chips(sysroot, inventory), None)
         probes.append(self._pci[2])
         return self._pci[0]
@@ -232,16 +228,21 @@ class Sampler:
         probes.append(ProbeReport("chips", MetricStatus.ERROR, None, problem.message, found=has.count))
         return (f"{problem.message} — {problem.hint}",)
 
-    def _with_pcie(self, chip: ChipSample) -> ChipSample:
-        bus_id = chip.identity.bus_id
-        if bus_id is None or not self._links:
-            return chip
-        if bus_id in self._bus_links:
-            link = self._bus_links[bus_id]
-        else:
-            bdf = normalize_bdf(bus_id)
-            link = self._bus_links[bus_id] = self._links.get(bdf) if bdf else None
-        return chip if link is None else chip.with_pcie(link)
+    def _with_links(
+        self, chips: Iterable[ChipSample], inventory: Optional[PciInventory], probes: List[ProbeReport]
+    ) -> List[ChipSample]:
+        """The chips with their links (the registry's enrichers, each on its cadence); a replay
+        has no machine to read, its chips keep the links they were recorded with."""
+        sysroot = self.sysroot
+        if sysroot is None:
+            return list(chips)
+        links = self._links
+
+        def guard(name: str, read: Callable[[], None]) -> None:
+            self._guard(name, probes, read, None)
+
+        links.refresh(EnrichInputs(sysroot, inventory), guard)
+        return [links.enrich(chip) for chip in chips]
 
     def _versions_now(self, outcome: SourceReading, mono: float, probes: List[ProbeReport]) -> Versions:
         sysroot = self.sysroot

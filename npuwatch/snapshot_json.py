@@ -7,8 +7,9 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from npuwatch.chip_link import ChipLink, LinkState
 from npuwatch.judge.fault_codes import handling_of
-from npuwatch.judge.rules import Judgement, judge_snapshot
+from npuwatch.judge.rules import Judgement, LinkVerdict, judge_snapshot, link_verdicts
 from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
 from npuwatch.model import (
     CHIP_METRICS,
@@ -42,6 +43,9 @@ _PCIE_FIELDS = (
     "aer_fatal_total",
     "present",
 )
+_LINK_FIELDS = ("kind", "title", "state", "present", "up", "reason", "detail", "shared_by", "hint")
+#: A chip has a link or two (PCIe; RoCE, HCCS): more in a file is not a chip's.
+_MAX_LINKS = 16
 _VERSION_FIELDS = ("npu_smi", "driver", "firmware", "cann", "dcmi")
 _PROCESS_HOST_FIELDS = ("user", "command", "cpu_percent", "rss_bytes", "start_time_s")
 _HOST_FIELDS = ("hostname", "cpu_percent", "memory_used_bytes", "memory_total_bytes")
@@ -122,12 +126,22 @@ def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
     out["metric_status"] = {name: note.status.value for name, note in notes.items()}
     out["metric_notes"] = {name: note.reason for name, note in notes.items()}
     out["pcie"] = None if chip.pcie is None else {f: getattr(chip.pcie, f) for f in _PCIE_FIELDS}
+    # Every link as read, with the judge's verdict on it (derived: judged again when read back).
+    out["links"] = [_link_dict(verdict) for verdict in link_verdicts(chip)]
     out["error_codes"] = [_error_dict(e) for e in chip.errors]  # docs/design.md §2.2 (+ handling)
     out["lost_reason"] = chip.lost_reason
     # The judge's verdict (docs/design.md §2.2): derived, so reading a snapshot back judges it again.
     out["judgement"] = {"level": judgement.level.value, "reasons": list(judgement.texts)}
     # What the chip is limited by, over the feed's window (npuwatch.judge.workload); derived too.
     out["workload"] = None if chip.workload is None else _workload_dict(chip.workload)
+    return out
+
+
+def _link_dict(verdict: LinkVerdict) -> Dict[str, Any]:
+    link = verdict.link
+    out: Dict[str, Any] = {name: getattr(link, name) for name in _LINK_FIELDS}
+    out["state"] = link.state.value
+    out["verdict"] = {"state": verdict.state.value, "level": verdict.level.value, "text": verdict.text}
     return out
 
 
@@ -284,15 +298,38 @@ def _chip_from(data: Mapping[str, Any]) -> ChipSample:
         name: MetricNote(MetricStatus(_plain_text(statuses.get(name, "unsupported"), name)), reason)
         for name, reason in reasons.items()
     }
-    pcie = data.get("pcie")
+    pcie_data = data.get("pcie")
+    pcie = None if pcie_data is None else _pcie_from(_dict(pcie_data, "pcie"))
+    # A recording older than the links has none: the judge takes its PCIe reading as its link.
+    links = tuple(_link_from(_dict(item, "a link")) for item in _list(data, "links")[:_MAX_LINKS])
     return ChipSample(
         identity=identity,
         health=Health.parse(_text(data, "health")),
         notes=notes,
-        pcie=None if pcie is None else _pcie_from(_dict(pcie, "pcie")),
+        pcie=pcie,
         errors=tuple(_error_from(_dict(e, "an error code")) for e in _list(data, "error_codes")),
         lost_reason=_text(data, "lost_reason"),
+        links=links,
         **metrics,
+    )
+
+
+def _link_from(data: Mapping[str, Any]) -> ChipLink:
+    state = _text(data, "state", required=True)
+    try:
+        read = LinkState(state)
+    except ValueError:
+        raise _BadFieldError(f"state: {state!r} is no link state") from None
+    return ChipLink(
+        kind=_text(data, "kind", required=True) or "",
+        state=read,
+        present=_bool(data, "present") is not False,
+        up=_bool(data, "up") is not False,
+        reason=_text(data, "reason") or "",
+        detail=_text(data, "detail") or "",
+        shared_by=_text(data, "shared_by"),
+        hint=_text(data, "hint") or "",
+        title=_text(data, "title") or "",
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from npuwatch.model import Health, PcieLink, pcie_speed_label
+from npuwatch.model import Health
 
 NA = "n/a"
 MIB_PER_GIB = 1024
@@ -115,18 +115,3 @@ _UNIT_FORMATS = {"%": percent, "MiB": _gib_text, "W": watts, "°C": celsius}
 def number(value: Optional[float], digits: int = 0) -> str:
     """A plain number or ``n/a``."""
     return NA if value is None else f"{value:.{digits}f}"
-
-
-def pcie_speed(gt_s: Optional[float]) -> str:
-    """``16.0`` GT/s → ``Gen4``; a rate that is no generation's stays in GT/s."""
-    return NA if gt_s is None else pcie_speed_label(gt_s)
-
-
-def pcie_link(link: PcieLink) -> str:
-    """The link against its maximum: ``Gen4 x8 of Gen5 x16``."""
-
-    def width(lanes: Optional[int]) -> str:
-        return "x?" if lanes is None else f"x{lanes}"
-
-    current = f"{pcie_speed(link.current_speed_gt_s)} {width(link.current_width)}"
-    return f"{current} of {pcie_speed(link.max_speed_gt_s)} {width(link.max_width)}"

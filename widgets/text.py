@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from npuwatch.judge.rules import link_verdicts
 from npuwatch.metrics_table import SHOWN_WHEN_REPORTED
 from npuwatch.model import ChipSample, Level, Snapshot
 from npuwatch.text_safety import inert, inert_lines
@@ -34,7 +35,7 @@ def render_snapshot(snapshot: Snapshot, now_s: Optional[float] = None) -> str:
         judged = any(row.workload is not None for row in rows)  # a feed judged the workloads
         lines += _table(_chip_header(judged), [_chip_row(row, judged) for row in rows])
         lines += _extras_table(rows)
-        attention = _error_codes(snapshot.chips) + _degraded_links(snapshot.chips) + _workloads(rows)
+        attention = _error_codes(snapshot.chips) + _link_lines(snapshot.chips) + _workloads(rows)
         if attention:
             lines += ["", *attention]
     else:
@@ -168,20 +169,23 @@ def _error_codes(chips: Sequence[ChipSample]) -> List[str]:
     ]
 
 
-def _degraded_links(chips: Sequence[ChipSample]) -> List[str]:
-    """A line per PCIe link below its maximum; chips sharing a PCI function (310P Duo) give one."""
+def _link_lines(chips: Sequence[ChipSample]) -> List[str]:
+    """A line per link the judge finds wanting (narrow, slow under load, down); chips sharing one
+    link (a 310P Duo's PCI function) give one."""
     lines: List[str] = []
-    seen: Set[str] = set()
+    seen: Set[Tuple[str, str]] = set()
     for chip in chips:
-        link, ident = chip.pcie, chip.identity
-        if link is None or not link.present or not link.degraded:  # the model's one test
-            continue
-        if ident.bus_id is not None:
-            if ident.bus_id.lower() in seen:
+        ident = chip.identity
+        for verdict in link_verdicts(chip):
+            link = verdict.link
+            if verdict.level is not Level.WARNING:
                 continue
-            seen.add(ident.bus_id.lower())
-        where = f"{ident.label} ({ident.bus_id or 'no Bus-Id'})"
-        lines.append(f"▲ {where}: PCIe {fmt.pcie_link(link)} degraded — the link trained below its maximum")
+            if link.shared_by is not None:
+                if (link.kind, link.shared_by) in seen:
+                    continue
+                seen.add((link.kind, link.shared_by))
+            where = f"{ident.label} ({ident.bus_id or 'no Bus-Id'})"
+            lines.append(f"▲ {where}: {link.title} {inert(link.detail)} {verdict.word}")
     return lines
 
 

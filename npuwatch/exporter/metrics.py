@@ -43,7 +43,8 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import CollectorRegistry
 
 from npuwatch import __version__
-from npuwatch.judge.rules import judge_snapshot
+from npuwatch.chip_link import LinkState
+from npuwatch.judge.rules import judge_snapshot, link_verdicts
 from npuwatch.metrics_table import METRICS, ChipMetric
 from npuwatch.model import (
     ChipIdentity,
@@ -161,6 +162,7 @@ def snapshot_families(snapshot: Snapshot) -> List[Metric]:
         health.add_metric(chip_labels(chip.identity), HEALTH_CODES[chip.health])
     out.append(health)
     out.append(_level_family(snapshot))
+    out.extend(_link_family(chips))
     out.extend(_workload_families(chips))
     for row in _CHIP_GAUGES:
         total = row.total
@@ -334,6 +336,25 @@ def _level_family(snapshot: Snapshot) -> GaugeMetricFamily:
         for each in Level:
             family.add_metric([*labels, each.value], 1 if each is level else 0)
     return family
+
+
+def _link_family(chips: Sequence[ChipSample]) -> List[Metric]:
+    """``npuwatch_link_state{kind,state}``: the judge's state of each link of each chip (a state
+    set, as ``npuwatch_chip_level``: ``power-saving`` is a slow link on an idle chip, fine;
+    ``slow`` under load, ``narrow`` and ``down`` are warnings); left out when no chip has a link."""
+    family = GaugeMetricFamily(
+        "npuwatch_link_state",
+        "the judge's state of the chip's link of this kind (npuwatch.judge.rules.link_verdict): "
+        "1 for its state, 0 for the others",
+        labels=(*CHIP_LABELS, "kind", "state"),
+    )
+    for chip in chips:
+        labels = chip_labels(chip.identity)
+        for verdict in link_verdicts(chip):
+            kind = inert(verdict.link.kind)
+            for state in LinkState:
+                family.add_metric([*labels, kind, state.value], 1 if state is verdict.state else 0)
+    return [family] if family.samples else []
 
 
 def _workload_families(chips: Sequence[ChipSample]) -> List[Metric]:

@@ -58,6 +58,10 @@ class Thresholds:
     memory_busy_share: float = 0.8
     memory_full_share: float = 0.95
     power_high_share: float = 0.9
+    #: A link below its maximum speed counts against a chip whose AI Core (NPU Util on the 950)
+    #: is at or above this; below it the chip is idle and a slow link is link power saving (PCIe
+    #: ASPM/L1 and lower speeds at idle are by design).  Our default.
+    link_busy_aicore_percent: float = 10.0
 
     def temperature_limits_c(self, model_name: Optional[str]) -> Tuple[float, float]:
         """(warning, critical) in °C for a chip npu-smi names ``model_name``: the model's row, or

@@ -2,7 +2,8 @@
 
 Every surface asks these: the dashboard's and the notebook's colours, the alert line
 (``npuwatch.alerts``), ``npuwatch check`` and ``/healthz``, the doctor's ``chip-health``,
-``hbm-held`` and ``pcie-link``, and ``snapshot --json``'s ``judgement``.  The limits are in
+``hbm-held`` and ``pcie-link``, and ``snapshot --json``'s ``judgement``.  ``link_verdict`` is the
+one rule over a chip's links (``ChipSample.links``): every view renders it.  The limits are in
 ``npuwatch.judge.limits``; nothing else holds a threshold.
 """
 
@@ -12,10 +13,11 @@ import enum
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from npuwatch.chip_link import KIND_PCIE, ChipLink, LinkState, pcie_record
 from npuwatch.judge.fault_codes import SOURCE as FAULT_SOURCE
 from npuwatch.judge.fault_codes import FaultHandling, worst_handling
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
-from npuwatch.model import ChipSample, Health, Level, MetricStatus, NpuProcess, PcieLink, Snapshot, worst
+from npuwatch.model import ChipSample, Health, Level, MetricStatus, NpuProcess, Snapshot, worst
 
 ChipKey = Tuple[int, int]
 
@@ -27,6 +29,7 @@ class ReasonKind(enum.Enum):
     TEMPERATURE = "temperature"
     HBM_HELD = "hbm-held"
     PCIE_DEGRADED = "pcie-degraded"
+    LINK_DEGRADED = "link-degraded"  # a link of another kind (``Reason.link`` names it)
     DEVICE_LOST = "device-lost"
     STALE = "stale"
 
@@ -40,6 +43,7 @@ class Reason:
     level: Level
     text: str
     detail: str
+    link: str = ""  # the kind of link a link reason is about (``pcie``)
 
 
 @dataclass(frozen=True)
@@ -155,9 +159,7 @@ def judge_chip(
     lost = lost_reason(chip)
     if lost is not None:
         return _judgement([_lost(chip, lost)])
-    reasons: List[Reason] = []
-    if chip.pcie is not None and chip.pcie.narrow:
-        reasons.append(_pcie(chip, chip.pcie))
+    reasons = [_link_reason(chip, v) for v in link_verdicts(chip, thresholds) if v.level is Level.WARNING]
     if is_stale(chip):
         return _judgement([*reasons, _stale(chip)])
     handling = worst_handling(e.code for e in chip.errors)
@@ -291,21 +293,88 @@ def _held(chip: ChipSample, held: HeldMemory, in_container: bool) -> Reason:
     return Reason(ReasonKind.HBM_HELD, Level.WARNING, text, detail)
 
 
-def _pcie(chip: ChipSample, link: PcieLink) -> Reason:
-    return Reason(ReasonKind.PCIE_DEGRADED, Level.WARNING, f"PCIe {link.describe()}", pcie_detail(chip, link))
+@dataclass(frozen=True)
+class LinkVerdict:
+    """The judge's word on one link of a chip: its ``state`` in the chip's light (a slow link on
+    an idle chip is ``POWER_SAVING``), its ``level``, the ``word`` a view puts after the link
+    (``narrow``, ``slow under load``) and a short ``text`` (no chip label): the alert's."""
+
+    link: ChipLink
+    state: LinkState
+    level: Level
+    word: str
+    text: str
 
 
-def pcie_detail(chip: ChipSample, link: PcieLink) -> str:
-    """What a link below its maximum means for ``chip`` and what to check."""
-    label = chip.identity.label
-    where = f" (`lspci -vv -s {chip.identity.bus_id}`)" if chip.identity.bus_id else ""
-    if link.narrow:
-        return (
-            f"{label}'s PCIe link trained at {link.describe()}: host↔device copies run slower; reseat "
-            f"the card, check the slot or riser and the BIOS link settings{where}."
-        )
-    # A lower speed alone can be link power management at idle; it matters under load.
-    return (
-        f"{label}'s PCIe link runs at {link.describe()}: link power saving at idle can do this, but if it "
-        f"stays under load host↔device copies are slower; check the slot and BIOS settings{where}."
+#: The level of each judged state; ``SLOW`` is a warning only under load (``link_verdict``).
+LINK_LEVELS = {
+    LinkState.UP: Level.OK,
+    LinkState.POWER_SAVING: Level.OK,
+    LinkState.SLOW: Level.WARNING,
+    LinkState.NARROW: Level.WARNING,
+    LinkState.DOWN: Level.WARNING,
+    LinkState.ABSENT: Level.CRITICAL,  # the chip is lost (``lost_reason``)
+    LinkState.UNKNOWN: Level.OK,
+}
+
+
+def chip_busy(chip: ChipSample, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Optional[bool]:
+    """Whether the chip computes now (AI Core, or NPU Util where AI Core is not printed, at or
+    above ``link_busy_aicore_percent``); ``None`` when neither is a current reading."""
+    value = fresh(chip, "aicore_percent")
+    if value is None:
+        value = fresh(chip, "npu_util_percent")
+    return None if value is None else value >= thresholds.link_busy_aicore_percent
+
+
+def link_verdict(
+    chip: ChipSample, link: ChipLink, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> LinkVerdict:
+    """The one rule over links: narrow, down or gone counts whatever the chip does; below its
+    maximum speed counts only while the chip is busy (idle, it is link power saving, by design;
+    with the chip's activity not read, it is said and not counted)."""
+    state, below = link.state, f"{link.title} {link.reason}"
+    if state is LinkState.SLOW:
+        busy = chip_busy(chip, thresholds)
+        if busy is False:
+            power_saving = LinkState.POWER_SAVING
+            return LinkVerdict(
+                link, power_saving, Level.OK, "power saving at idle", f"{below} at idle (power saving)"
+            )
+        if busy is None:
+            word = "slow (the chip's activity not read)"
+            return LinkVerdict(link, state, Level.OK, word, f"{below} (the chip's activity not read)")
+        return LinkVerdict(link, state, Level.WARNING, "slow under load", f"{below} under load")
+    word = state.value
+    if state is LinkState.UP or state is LinkState.UNKNOWN:
+        return LinkVerdict(link, state, LINK_LEVELS[state], word, f"{link.title} {link.detail}")
+    return LinkVerdict(
+        link, state, LINK_LEVELS[state], word, below if link.reason else f"{link.title} {word}"
     )
+
+
+def chip_links(chip: ChipSample) -> Tuple[ChipLink, ...]:
+    """The chip's links; for a chip that carries only its raw sysfs reading (built by hand, or
+    read from a recording older than the links), that reading's record."""
+    if chip.links or chip.pcie is None:
+        return chip.links
+    bus_id = chip.identity.bus_id
+    return (pcie_record(chip.pcie, bus_id.lower() if bus_id else None),)
+
+
+def link_verdicts(chip: ChipSample, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Tuple[LinkVerdict, ...]:
+    """The judge's verdict on every link of ``chip``, in its order."""
+    return tuple(link_verdict(chip, link, thresholds) for link in chip_links(chip))
+
+
+def _link_reason(chip: ChipSample, verdict: LinkVerdict) -> Reason:
+    link, label = verdict.link, chip.identity.label
+    if verdict.state is LinkState.SLOW:
+        what = f"runs at {link.detail} while the chip is busy: host↔device copies run slower"
+    elif verdict.state is LinkState.NARROW:
+        what = f"trained at {link.detail}: host↔device copies run slower"
+    else:
+        what = f"is {verdict.state.value}"
+    hint = f"; {link.hint}" if link.hint else ""
+    kind = ReasonKind.PCIE_DEGRADED if link.kind == KIND_PCIE else ReasonKind.LINK_DEGRADED
+    return Reason(kind, verdict.level, verdict.text, f"{label}'s {link.title} link {what}{hint}.", link.kind)

@@ -36,6 +36,7 @@ from npuwatch.model import (
 
 NOW = datetime(2026, 11, 24, 5, 0, tzinfo=timezone.utc)
 FULL = PcieLink(32.0, 32.0, 16, 16)
+SLOW = PcieLink(2.5, 32.0, 16, 16)  # Gen1 of Gen5 at full width
 
 
 def chip(name: str = "910B3", **values: object) -> ChipSample:
@@ -81,6 +82,14 @@ CASES: Dict[str, Case] = {
     "HBM held by a process": Case(chip(hbm_used_mib=20000), "ok", (), (WORKER,)),
     "link degraded": Case(chip(pcie=PcieLink(32.0, 32.0, 8, 16)), "warning", ("PCIe x8 of x16",)),
     "link lost": Case(chip(pcie=PcieLink(present=False)), "critical", ("off the PCIe bus",)),
+    # A link below its maximum speed only while the chip is idle is link power saving (issue 28).
+    "link slow, chip idle": Case(chip(pcie=SLOW, aicore_percent=0), "ok", ()),
+    "link slow, chip busy": Case(
+        chip(pcie=SLOW, aicore_percent=90), "warning", ("PCIe Gen1 of Gen5 under load",)
+    ),
+    "link narrow, chip idle": Case(
+        chip(pcie=PcieLink(32.0, 32.0, 8, 16), aicore_percent=0), "warning", ("PCIe x8 of x16",)
+    ),
     "stale": Case(chip(notes=STALE), "unknown", ("values stale",)),
 }
 
@@ -147,6 +156,55 @@ def test_every_surface_gives_the_chip_the_same_level_and_reasons(name):
     assert expected <= set(shown), shown
     if case.level == "ok":
         assert not [s for s in shown if s[0] is not Severity.INFO], shown
+
+
+#: The cases about a link: the judge's state of it, and whether it is wanting (a warning).
+LINK_CASES = {
+    "health OK": ("up", False),
+    "link degraded": ("narrow", True),
+    "link slow, chip idle": ("power-saving", False),
+    "link slow, chip busy": ("slow", True),
+    "link narrow, chip idle": ("narrow", True),
+}
+
+
+@pytest.mark.parametrize("name", list(LINK_CASES))
+def test_every_surface_gives_the_link_the_same_verdict(name):
+    from npuwatch.exporter.metrics import render
+    from npuwatch.history import History
+    from npuwatch.judge.rules import link_verdicts
+    from npuwatch.widgets.text import render_snapshot
+    from npuwatch.widgets.tui.chips import card_lines
+    from npuwatch.widgets.tui.detail_screen import pcie_text
+
+    state, wanting = LINK_CASES[name]
+    case = CASES[name]
+    snapshot = snapshot_of(case)
+    (verdict,) = link_verdicts(case.chip)
+    assert (verdict.state.value, verdict.level.value) == (state, "warning" if wanting else "ok")
+    # snapshot --json: the link as read and the judge's verdict on it.
+    (link,) = snapshot_json.to_dict(snapshot)["chips"][0]["links"]
+    assert (link["kind"], link["verdict"]["state"], link["verdict"]["level"]) == (
+        "pcie",
+        state,
+        verdict.level.value,
+    )
+    # /metrics: the state set is 1 on the judge's state alone.
+    ones = [
+        line
+        for line in render(ExporterView(snapshot=snapshot)).decode().splitlines()
+        if line.startswith("npuwatch_link_state{") and line.endswith(" 1.0")
+    ]
+    assert len(ones) == 1 and f'state="{state}"' in ones[0], ones
+    # The alert line: a warning exactly for a wanting link; never a note for one that is fine.
+    links = [severity for severity, message in alerts_of(snapshot) if "PCIe" in message]
+    assert links == ([Severity.WARNING] if wanting else []), links
+    # The card, the text view and the detail screen: a ▲ exactly for a wanting link.
+    card = [line.plain for line in card_lines(case.chip, History(), 40, in_group=False)]
+    assert any(line.startswith("▲ PCIe") for line in card) is wanting, card
+    text = render_snapshot(snapshot)
+    assert any(line.startswith("▲ NPU 0 (") and "PCIe" in line for line in text.splitlines()) is wanting, text
+    assert ("▲" in pcie_text(case.chip).plain) is wanting
 
 
 def test_a_source_that_fails_makes_check_and_healthz_unhealthy_and_the_chip_unknown():

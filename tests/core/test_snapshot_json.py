@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from npuwatch import snapshot_json
+from npuwatch.chip_link import pcie_record
 from npuwatch.judge import judge_chip
 from npuwatch.model import (
     CHIP_METRICS,
@@ -56,6 +57,8 @@ def sample_snapshot() -> Snapshot:
             "temperature_c": MetricNote(MetricStatus.STALE, "showing the value from 3 s ago"),
         },
         pcie=PcieLink(16.0, 16.0, 8, 16, 0, 0, 0, 0),
+        # The record the sampler's PCIe enricher makes of that reading (npuwatch.links.pcie).
+        links=(pcie_record(PcieLink(16.0, 16.0, 8, 16, 0, 0, 0, 0), "0000:9f:00.0"),),
     )
     process = NpuProcess(
         npu_id=0,

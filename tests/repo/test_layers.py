@@ -102,8 +102,9 @@ MODEL_LAYER = (
     "npuwatch.metrics_table",
     "npuwatch.chip_source",
     "npuwatch.chip_details",
-    "npuwatch.source_info",
-    "npuwatch.chip_families",
+    "npuwatch.chip_link",  # the per-chip link record (issue 28)
+    "npuwatch.source_info",  # what read the chips (issue 28 seam)
+    "npuwatch.chip_families",  # the chip-family table (issue 28 seam)
     "npuwatch.judge",
 )
 

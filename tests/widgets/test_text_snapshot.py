@@ -11,7 +11,7 @@ def test_a_degraded_pcie_link_is_in_the_text_snapshot() -> None:
     text = render_snapshot(snapshot)
     lines = [line for line in text.splitlines() if "PCIe" in line]
     assert len(lines) == 1, text
-    assert "NPU 5" in lines[0] and "PCIe Gen4 x8 of Gen5 x16" in lines[0] and "degraded" in lines[0]
+    assert "NPU 5" in lines[0] and "PCIe Gen4 x8 of Gen5 x16" in lines[0] and "narrow" in lines[0]
     bus_id = snapshot.chip(5).identity.bus_id  # type: ignore[union-attr]
     assert bus_id and bus_id in lines[0]
 

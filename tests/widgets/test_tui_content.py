@@ -175,7 +175,7 @@ def test_a_degraded_link_is_on_its_chip_card() -> None:
         for card in chip_cards(app):
             lines = card_text(app, card)
             if card.key == (5, 0):
-                assert any("PCIe Gen4 x8 of Gen5 x16" in line and "degraded" in line for line in lines), lines
+                assert any("PCIe Gen4 x8 of Gen5 x16" in line and "narrow" in line for line in lines), lines
                 assert card.place.height == len(lines), "the card grows to show the link"
             else:
                 assert not any("PCIe" in line for line in lines), lines
@@ -187,9 +187,13 @@ def test_a_card_draws_a_link_below_its_maximum_speed_or_width() -> None:
     chip = capture_snapshot("001").chips[0]
     slow = replace(chip, pcie=PcieLink(8.0, 16.0, 8, 16))
     lines = [line.plain for line in card_lines(slow, History(), 36, in_group=False)]
-    assert "▲ PCIe Gen3 x8 of Gen4 x16 degraded" in lines
+    assert "▲ PCIe Gen3 x8 of Gen4 x16 narrow" in lines
     full = replace(chip, pcie=PcieLink(16.0, 16.0, 16, 16))
     assert len(card_lines(full, History(), 36, in_group=False)) == 5
+    # Slower only while the chip is idle (AI Core 0 % here): link power saving, no line.
+    assert chip.aicore_percent == 0
+    idle = replace(chip, pcie=PcieLink(2.5, 16.0, 16, 16))
+    assert len(card_lines(idle, History(), 36, in_group=False)) == 5
 
 
 # --- 4. an alarm's error code -----------------------------------------------------------------

@@ -27,6 +27,7 @@ from npuwatch.widgets.tui.chips import (
     card_widths,
     compact_line,
     line_value,
+    link_problems,
     pair_bar_width,
     problem_lines,
 )
@@ -115,7 +116,7 @@ class CardPainter:
             value, cell_spark_w = line_value(cell, spark_w)
             values = history.values(key, cell.metric, last=cell_spark_w)
             lines.append(drawn.draw(cell, value, values, cell_spark_w, bar_w, console, columns, base, finish))
-        problem_key = (chip.errors, chip.pcie, chip.health, width, console, columns, base, finish)
+        problem_key = (chip.errors, link_problems(chip), chip.health, width, console, columns, base, finish)
         if problem_key != self._problems[0]:
             drawn_problems = [
                 tuple(text_strip(t, console, columns, base, finish)) for t in problem_lines(chip, width)

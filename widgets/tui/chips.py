@@ -8,7 +8,8 @@ from typing import List, Optional, Sequence, Tuple
 from rich.text import Text
 
 from npuwatch.history import History
-from npuwatch.model import ChipSample
+from npuwatch.judge.rules import LinkVerdict, link_verdicts
+from npuwatch.model import ChipSample, Level
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
@@ -171,23 +172,27 @@ CARD_ERRORS = 2
 
 def problem_count(chip: ChipSample) -> int:
     """How many lines ``problem_lines`` gives ``chip``, without drawing them."""
-    link = chip.pcie
-    degraded = link is not None and link.present and link.degraded
-    return min(len(chip.errors), CARD_ERRORS) + (1 if degraded else 0)
+    return min(len(chip.errors), CARD_ERRORS) + len(link_problems(chip))
+
+
+def link_problems(chip: ChipSample) -> Tuple[LinkVerdict, ...]:
+    """The chip's links the judge finds wanting (a warning: narrow, slow under load, down); a link
+    gone off the bus is the chip's own verdict (lost), not a line."""
+    return tuple(verdict for verdict in link_verdicts(chip) if verdict.level is Level.WARNING)
 
 
 def problem_lines(chip: ChipSample, width: int) -> List[Text]:
     """The card's lines under its metrics, one per problem: the error codes of a chip that is not
-    OK, with their meaning, and a PCIe link below its maximum."""
+    OK, with their meaning, and each link the judge finds wanting, in its words."""
     lines: List[Text] = []
     glyph, style = render.health_mark(chip.health)
     for index, error in enumerate(chip.errors[:CARD_ERRORS]):
         rest = len(chip.errors) - CARD_ERRORS
         more = f" +{rest}" if index == CARD_ERRORS - 1 and rest > 0 else ""
         lines.append(_fitted(f"{glyph} {inert(error.text)}", more, width, style))
-    link = chip.pcie
-    if link is not None and link.present and link.degraded:  # the model's one test of "degraded"
-        lines.append(_fitted(f"▲ PCIe {fmt.pcie_link(link)}", " degraded", width, "bold dark_orange"))
+    for verdict in link_problems(chip):  # ▲ PCIe Gen4 x8 of Gen5 x16 narrow
+        link, style = verdict.link, render.LEVEL_TEXT_STYLES[verdict.level]
+        lines.append(_fitted(f"▲ {link.title} {inert(link.detail)}", f" {verdict.word}", width, style))
     return lines
 
 

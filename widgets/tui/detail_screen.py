@@ -19,7 +19,8 @@ from textual.widgets import Static
 
 from npuwatch.chip_details import ChipDetails
 from npuwatch.chip_facts import chip_memory, rated_power_w
-from npuwatch.judge.rules import Judgement, judge_snapshot
+from npuwatch.chip_link import KIND_PCIE, LinkState
+from npuwatch.judge.rules import Judgement, judge_snapshot, link_verdicts
 from npuwatch.metrics_table import CELLS, METRICS, SHOWN_WHEN_REPORTED, cell_metrics, metric
 from npuwatch.model import ChipSample, Level, MetricStatus, Snapshot
 from npuwatch.text_safety import inert
@@ -282,7 +283,7 @@ def _opt(value: Optional[float], shown: Callable[[Optional[float]], str]) -> Opt
 
 
 def pcie_text(chip: ChipSample) -> Text:
-    """The PCIe link, current against maximum, with a warning when it trained below it."""
+    """The PCIe link, current against maximum, with the judge's verdict when it is below it."""
     link = chip.pcie
     if link is None:
         return Text("PCIe: not known (no matching PCI function in sysfs)", style="dim")
@@ -293,13 +294,19 @@ def pcie_text(chip: ChipSample) -> Text:
         f"{fmt.number(link.current_speed_gt_s, 1)} GT/s x{_id(link.current_width)} "
         f"of {fmt.number(link.max_speed_gt_s, 1)} GT/s x{_id(link.max_width)}"
     )
-    if link.degraded:
-        text.append("  ▲ degraded: the link trained below its maximum", style="bold dark_orange")
+    for verdict in link_verdicts(chip):  # the judge's word on it: power saving at idle is fine
+        if verdict.link.kind != KIND_PCIE or verdict.state is LinkState.UP:
+            continue
+        mark = "▲ " if verdict.level is not Level.OK else ""
+        text.append(f"  {mark}{verdict.word}", style=_LINK_STYLES[verdict.level])
     text.append(f" · NUMA node {_id(link.numa_node)}", style="dim")
     errors = (link.aer_correctable_total, link.aer_nonfatal_total, link.aer_fatal_total)
     if any(errors):
         text.append(f" · AER corr/nonfatal/fatal {'/'.join(_id(e) for e in errors)}", style="dark_orange")
     return text
+
+
+_LINK_STYLES = {Level.OK: "dim", **render.LEVEL_TEXT_STYLES}
 
 
 def graphs(sampler: SnapshotFeed, chip: ChipSample, width: int) -> RenderableType:
