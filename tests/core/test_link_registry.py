@@ -5,7 +5,7 @@ outside its own enricher — the seam the interconnect issue adds RoCE and HCCS 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, List, Tuple
 
 from npuwatch.alerts import AlertKind, AlertTracker, Severity
@@ -137,8 +137,8 @@ def test_a_second_kind_is_judged_alerted_and_exported_as_it_comes():
         probes=(ProbeReport("npu-smi", MetricStatus.OK, 0.1),),
     )
     tracker = AlertTracker()
-    for _ in range(3):
-        alerts = tracker.update(snapshot)
+    for second in range(3):  # three samples (the tracker counts samples, not calls)
+        alerts = tracker.update(replace(snapshot, taken_at=snapshot.taken_at + timedelta(seconds=second)))
     (alert,) = [a for a in alerts if a.kind is AlertKind.LINK_DEGRADED]
     assert (alert.key, alert.severity, alert.message) == (
         ("roce", 0, 0),
