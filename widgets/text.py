@@ -1,5 +1,5 @@
 """Provides render_snapshot(): a Snapshot as a plain-text report (``npuwatch snapshot``, ``--plain``),
-from the shared view model (``widgets/view_model.py``)."""
+from the shared view model (``widgets/view_model/``)."""
 
 from __future__ import annotations
 

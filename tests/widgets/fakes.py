@@ -157,7 +157,7 @@ def with_health(snapshot: Snapshot, key: tuple, health: Health) -> Snapshot:
     return replace(snapshot, chips=chips)
 
 
-async def wait_for(pilot: object, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+async def wait_for(pilot: object, condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
     """Let the app run until ``condition()`` holds (True) or ``timeout_s`` passes (False)."""
     import time
 

@@ -392,14 +392,14 @@ def test_a_card_row_leaves_out_the_detail_metrics_and_draws_the_same_card_and_li
 def test_rows_built_again_show_each_samples_own_extra_values() -> None:
     """The extras of a row without history series are kept per value: a new value is never
     shown with an older one's text, and a kept cell equals one built afresh."""
-    from npuwatch.widgets import view_model
+    from npuwatch.widgets.view_model import cells
 
     texts = []
     for vector, freq in ((45, 1300), (46, 1300), (45, 1800), (None, 1800)):
         chip = with_dcmi_values(A3, vector_percent=vector, aicore_freq_mhz=freq).chips[0]
         row = chip_row(chip, details=False)
         texts.append({cell.metric: cell.text for cell in row.extras})
-        view_model._EXTRA_CELLS.clear()
+        cells._EXTRA_CELLS.clear()
         assert chip_row(chip, details=False).extras == row.extras  # built afresh: the same cells
     assert [t.get("vector_percent") for t in texts] == ["45%", "46%", "45%", None]
     freqs = [t["aicore_freq_mhz"] for t in texts]
