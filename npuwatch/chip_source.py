@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple
 
-from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Versions
+from npuwatch.model import CHIP_METRICS, ChipSample, MetricStatus, NpuProcess, Versions
+from npuwatch.source_info import SourceInfo
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
@@ -73,6 +74,10 @@ class SourceReading:
     #: Whose reader process ``restarts`` counts when it is not this reading's source's (``auto``
     #: reading through npu-smi still counts DCMI's worker restarts: ``dcmi``).
     restarts_of: Optional[str] = None
+    #: The source that made this reading (or failed to), as it read this tick: whether it read a
+    #: process table, each metric whose reading covers more than its chip.  ``auto``'s readings
+    #: carry the info of the backend that read.  ``None`` only from a source that declares none.
+    source_info: Optional[SourceInfo] = None
 
 
 class ChipSource(Protocol):
@@ -90,6 +95,12 @@ class ChipSource(Protocol):
     @property
     def label(self) -> str:
         """The Snapshot's ``source``."""
+        ...
+
+    @property
+    def source_info(self) -> SourceInfo:
+        """What this source is and can read (``process_table``: it reads one at all); each reading
+        carries it for its tick (``SourceReading.source_info``)."""
         ...
 
     @property
@@ -116,13 +127,36 @@ class ChipSource(Protocol):
         ...
 
 
-#: How a sentence names a chip source whose probe name is not already its name (``npu-smi`` is).
+def declared_info(source: ChipSource) -> SourceInfo:
+    """What ``source`` declares (``ChipSource.source_info``); for an object that declares nothing
+    (a test's stand-in), its probe name and title reading every metric, and a process table
+    when it says it provides one."""
+    info = getattr(source, "source_info", None)
+    if isinstance(info, SourceInfo):
+        return info
+    name = source.probe_name
+    return SourceInfo(name, source_title(name), bool(source.provides_processes), frozenset(CHIP_METRICS))
+
+
+def reading_info(source: ChipSource, outcome: SourceReading) -> SourceInfo:
+    """The info of the source that made ``outcome``, for its tick: the reading's own
+    (``SourceReading.source_info``) or the source's declaration; a process table only when this
+    tick's reading says it read one (a failure read none)."""
+    info = outcome.source_info if outcome.source_info is not None else declared_info(source)
+    read_table = outcome.reading is not None and outcome.reading.process_table
+    return info if info.process_table == read_table else replace(info, process_table=read_table)
+
+
+#: The titles the backends declare (``SourceInfo.title``), for the few callers that hold a probe
+#: name only (``health``'s and ``machine_chips``' messages); ``tests/core/test_source_info.py``
+#: checks each against the backend's own declaration.
 _TITLES = {"dcmi": "DCMI"}
 
 
 def source_title(probe_name: str) -> str:
-    """The chip source a snapshot's report ``probe_name`` names, as alerts and messages say it:
-    ``DCMI`` for ``dcmi``, ``npu-smi`` for ``npu-smi``, any other name as it is."""
+    """A chip source's title from its probe name alone, for code that has no ``SourceInfo`` at
+    hand: ``DCMI`` for ``dcmi``, any other name as it is.  Prefer ``SourceInfo.title``
+    (``Snapshot.described``, ``ChipSource.source_info``): the source's own declaration."""
     return _TITLES.get(probe_name, probe_name)
 
 
@@ -141,6 +175,10 @@ class NotedSource:
     @property
     def label(self) -> str:
         return self.source.label
+
+    @property
+    def source_info(self) -> SourceInfo:
+        return declared_info(self.source)
 
     @property
     def provides_details(self) -> bool:

@@ -10,12 +10,14 @@ This module is in the model layer: it imports only the standard library.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import FrozenSet, Tuple
+from dataclasses import dataclass, replace
+from typing import FrozenSet, Iterable, Tuple
 
 #: What a metric covers when it is not the chip it is shown on.
 SCOPE_CHIP = "chip"
 SCOPE_CARD = "card"  # the whole card's (board) reading, shown on the card's first chip
+#: Every scope a ``MetricScope`` may name (the JSON's ``source_info.scopes[].scope``).
+SCOPES: Tuple[str, ...] = (SCOPE_CHIP, SCOPE_CARD)
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ class MetricScope:
 class SourceInfo:
     """What read the chips, and what it could read.
 
+    A source declares one (``ChipSource.source_info``); each of its readings carries it for that
+    tick (``SourceReading.source_info``: ``for_tick``), and the sampler puts it on the snapshot.
+
     ``name`` is the source's probe name (``npu-smi``, ``dcmi``), ``title`` how sentences say it
     (``npu-smi``, ``DCMI``).  ``metrics`` are the chip metrics (``CHIP_METRICS`` names) the
     source can read at all; a metric outside it is "not read by this source", never "zero".
@@ -39,13 +44,25 @@ class SourceInfo:
 
     name: str
     title: str
-    process_table: bool  # it read a process table this tick: "no process listed" means none
+    #: In a declaration (``ChipSource.source_info``): the source reads a process table at all; in
+    #: a reading or a snapshot: it read one this tick.
+    process_table: bool  # it read one this tick: "no process listed" then means none
     metrics: FrozenSet[str]
     scopes: Tuple[MetricScope, ...] = ()
 
     def reads(self, metric: str) -> bool:
         """True when this source can read ``metric``."""
         return metric in self.metrics
+
+    def unread(self, metrics: Iterable[str]) -> Tuple[str, ...]:
+        """Those of ``metrics`` this source cannot read, in order: what a verdict that needs them
+        says it lacks ("needs a source that reads aicpu_percent")."""
+        return tuple(metric for metric in metrics if metric not in self.metrics)
+
+    def for_tick(self, process_table: bool, scopes: Tuple[MetricScope, ...] = ()) -> SourceInfo:
+        """This declaration as one tick read it: whether it read a process table, and the metrics
+        whose reading covered more than their chip."""
+        return replace(self, process_table=process_table, scopes=scopes)
 
     def scope_of(self, key: Tuple[int, int], metric: str) -> str:
         """What ``metric`` covers on the chip ``key`` (``SCOPE_CHIP`` unless the source said)."""

@@ -222,7 +222,11 @@ def _npuwatch_imports(module: str) -> set:
 
 def test_the_seam_is_in_the_model_layer():
     # chip_details only for the Protocol's annotation; chip_details itself imports nothing of ours.
-    assert _npuwatch_imports("chip_source") == {"npuwatch.model", "npuwatch.chip_details"}
+    assert _npuwatch_imports("chip_source") == {
+        "npuwatch.model",
+        "npuwatch.chip_details",
+        "npuwatch.source_info",
+    }
     assert _npuwatch_imports("chip_details") == set()
 
 
