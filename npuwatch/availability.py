@@ -25,7 +25,7 @@ def no_data_reason(snapshot: Snapshot) -> Optional[str]:
     failed = report is not None and report.status is not MetricStatus.OK
     if snapshot.chips and not failed:
         return None
-    source = snapshot.chip_source
+    source = snapshot.described.title  # the source that read the chips, as it declares itself
     if failed:
         assert report is not None
         cause = report.message or f"{source} failed"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple
 
 from npuwatch.model import CHIP_METRICS, ChipSample, MetricStatus, NpuProcess, Versions
-from npuwatch.source_info import SourceInfo
+from npuwatch.source_info import SourceInfo, title_for
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
@@ -147,17 +147,11 @@ def reading_info(source: ChipSource, outcome: SourceReading) -> SourceInfo:
     return info if info.process_table == read_table else replace(info, process_table=read_table)
 
 
-#: The titles the backends declare (``SourceInfo.title``), for the few callers that hold a probe
-#: name only (``health``'s and ``machine_chips``' messages); ``tests/core/test_source_info.py``
-#: checks each against the backend's own declaration.
-_TITLES = {"dcmi": "DCMI"}
-
-
 def source_title(probe_name: str) -> str:
-    """A chip source's title from its probe name alone, for code that has no ``SourceInfo`` at
-    hand: ``DCMI`` for ``dcmi``, any other name as it is.  Prefer ``SourceInfo.title``
-    (``Snapshot.described``, ``ChipSource.source_info``): the source's own declaration."""
-    return _TITLES.get(probe_name, probe_name)
+    """A chip source's title from its probe name alone (``source_info.title_for``), for code that
+    has no ``SourceInfo`` at hand.  Prefer ``SourceInfo.title`` (``Snapshot.described``,
+    ``ChipSource.source_info``): the source's own declaration."""
+    return title_for(probe_name)
 
 
 class NotedSource:

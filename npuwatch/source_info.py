@@ -10,6 +10,7 @@ This module is in the model layer: it imports only the standard library.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import FrozenSet, Iterable, Tuple
 
@@ -18,6 +19,18 @@ SCOPE_CHIP = "chip"
 SCOPE_CARD = "card"  # the whole card's (board) reading, shown on the card's first chip
 #: Every scope a ``MetricScope`` may name (the JSON's ``source_info.scopes[].scope``).
 SCOPES: Tuple[str, ...] = (SCOPE_CHIP, SCOPE_CARD)
+
+
+#: The titles the backends declare (their ``SOURCE_INFO.title``), for a snapshot or a report that
+#: holds a probe name only (a snapshot built by hand; ``health``'s messages);
+#: ``tests/core/test_source_info.py`` checks each against the backend's own declaration.
+_TITLES = {"dcmi": "DCMI"}
+
+
+def title_for(name: str) -> str:
+    """How sentences name the chip source whose probe name is ``name`` when no ``SourceInfo``
+    says: ``DCMI`` for ``dcmi``, any other name as it is.  Prefer ``SourceInfo.title``."""
+    return _TITLES.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,18 @@ class SourceInfo:
         """This declaration as one tick read it: whether it read a process table, and the metrics
         whose reading covered more than their chip."""
         return replace(self, process_table=process_table, scopes=scopes)
+
+    def names_itself(self, text: str) -> bool:
+        """True when ``text`` names this source as a word (``DCMI error -8005``, ``npu-smi did
+        not answer``), not merely inside another word (``dcmi_init failed``)."""
+        word = rf"(?<![\w-]){re.escape(self.title)}(?![\w-])"
+        return re.search(word, text, re.IGNORECASE) is not None
+
+    def failure_text(self, message: str) -> str:
+        """``message`` (why this source gave no reading) as a sentence that names the source:
+        as it is when it names it, else ``<title> failed: <message>`` — so a DCMI failure never
+        reads as another source's (``DCMI failed: dcmi_init failed with -8002``)."""
+        return message if self.names_itself(message) else f"{self.title} failed: {message}"
 
     def scope_of(self, key: Tuple[int, int], metric: str) -> str:
         """What ``metric`` covers on the chip ``key`` (``SCOPE_CHIP`` unless the source said)."""
