@@ -7,8 +7,10 @@ sampler, ``npuwatch check``, the doctor and the detail screen read chips through
 and the snapshot names the source by its ``probe_name`` (``Snapshot.chip_source_report``).
 
 Sources declare what they provide, the way harlequin's adapters declare capabilities
-(``provides_details``, ``provides_processes``, ``provides_logic_ids``): a consumer asks the
-declaration, never the backend's name.  On-demand details (``chip_details``) come back as
+(``provides_details``, ``provides_processes``, ``provides_logic_ids``), and what they are and
+read (``source_info``: ``npuwatch.source_info.SourceInfo``, which each reading carries for its
+tick and the sampler puts on the snapshot): a consumer asks the declaration, never the
+backend's name.  On-demand details (``chip_details``) come back as
 plain key/value sections a view can show without knowing which tool printed them
 (``npuwatch.chip_details``, apart so that ``npuwatch check`` does not load them).
 

@@ -99,8 +99,6 @@ class FallbackSource:
     catch a primary that lists too few; ``None``: not checked.
     """
 
-    provides_processes = True
-
     def __init__(
         self,
         primary: ChipSource,
@@ -139,6 +137,10 @@ class FallbackSource:
     @property
     def source_info(self) -> SourceInfo:
         return declared_info(self._produced)
+
+    @property
+    def provides_processes(self) -> bool:
+        return self.source_info.process_table
 
     @property
     def provides_details(self) -> bool:

@@ -79,7 +79,7 @@ class DcmiSource:
     probe_name = PROBE_NAME
     source_info = SOURCE_INFO
     provides_details = False
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
     provides_logic_ids = True
 
     def __init__(

@@ -77,7 +77,7 @@ class NpuSmiSource:
     probe_name = PROBE_NAME
     source_info = SOURCE_INFO
     provides_details = True
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
 
     def __init__(
         self,
@@ -250,7 +250,7 @@ class CaptureSource:
     probe_name = PROBE_NAME
     source_info = SOURCE_INFO
     provides_details = False
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
     provides_logic_ids = False
 
     def __init__(self, path: Path, text: Optional[str] = None) -> None:

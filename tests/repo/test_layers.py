@@ -42,6 +42,7 @@ PROBE_MAY_IMPORT = (
     "npuwatch.chip_source",  # the backend-neutral chip-source contract (model layer) probes implement
     "npuwatch.chip_details",  # the on-demand details records chip sources answer with (model layer)
     "npuwatch.metrics_table",  # the metric table's ranges (a DCMI process's memory ceiling; model layer)
+    "npuwatch.source_info",  # what a chip source is and reads, which each backend declares (model layer)
 )
 #: Third-party modules a probe may import.
 PROBE_THIRD_PARTY = frozenset(
@@ -101,6 +102,7 @@ MODEL_LAYER = (
     "npuwatch.metrics_table",
     "npuwatch.chip_source",
     "npuwatch.chip_details",
+    "npuwatch.source_info",
     "npuwatch.judge",
 )
 
