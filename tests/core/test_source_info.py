@@ -198,3 +198,32 @@ def test_a_wrong_source_info_is_a_clear_error_and_unknown_words_are_left_out():
     doc["source_info"] = {**doc["source_info"], "metrics": "power_w"}
     with pytest.raises(ValueError, match="metrics"):
         snapshot_json.from_dict(doc)
+
+
+def test_the_fleet_keeps_each_node_s_source_info(tmp_path):
+    import subprocess
+    import sys
+
+    from npuwatch.fleet import fleet_json
+    from tests.exporter.test_serve_cli import start_serve, started_port
+
+    process, out, _ = start_serve(
+        tmp_path, "--demo", "310p-duo", "--backend", "dcmi", "--listen", "127.0.0.1:0", "--interval", "0.5"
+    )
+    try:
+        port, _ = started_port(process, out)
+        argv = [sys.executable, "-m", "npuwatch", "fleet", "--hosts", f"127.0.0.1:{port}", "--json"]
+        for _ in range(60):  # until the node has a sample (its /snapshot answers 503 before)
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            doc = json.loads(result.stdout)
+            if doc["nodes"] and doc["nodes"][0]["source_info"] is not None:
+                break
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    info = doc["nodes"][0]["source_info"]
+    assert (info["name"], info["title"]) == ("dcmi", "DCMI")
+    assert {(s["metric"], s["scope"]) for s in info["scopes"]} == {("power_w", "card")}
+    node = fleet_json.from_dict(doc).nodes[0]  # a fleet recording's line, read back
+    assert node.snapshot is not None and node.snapshot.source_info is not None
+    assert node.snapshot.source_info.scope_of((2, 0), "power_w") == SCOPE_CARD
