@@ -5,7 +5,7 @@ judge by the same facts the live run had.  Code above the chip-source seam asks 
 source read a process table this tick, can it read AI CPU, is this chip's power the whole
 card's — and never which backend it was.
 
-This module is in the model layer: it imports only the standard library.
+This module is in the model layer: it imports only the standard library and the metric table.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from typing import FrozenSet, Iterable, Tuple
+
+from npuwatch.metrics_table import METRICS
 
 #: What a metric covers when it is not the chip it is shown on.
 SCOPE_CHIP = "chip"
@@ -31,6 +33,19 @@ def title_for(name: str) -> str:
     """How sentences name the chip source whose probe name is ``name`` when no ``SourceInfo``
     says: ``DCMI`` for ``dcmi``, any other name as it is.  Prefer ``SourceInfo.title``."""
     return _TITLES.get(name, name)
+
+
+def needs_text(metrics: Iterable[str]) -> str:
+    """``needs a source that reads AI CPU utilisation and HBM bandwidth utilisation`` for those
+    chip metrics (their ``metrics_table`` titles); ``""`` for none."""
+    titles = [_METRIC_TITLES.get(name, name) for name in metrics]
+    if not titles:
+        return ""
+    said = titles[0] if len(titles) == 1 else f"{', '.join(titles[:-1])} and {titles[-1]}"
+    return f"needs a source that reads {said}"
+
+
+_METRIC_TITLES = {row.name: row.title for row in METRICS}
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,12 @@ class SourceInfo:
         """Those of ``metrics`` this source cannot read, in order: what a verdict that needs them
         says it lacks ("needs a source that reads aicpu_percent")."""
         return tuple(metric for metric in metrics if metric not in self.metrics)
+
+    def needs(self, metrics: Iterable[str]) -> str:
+        """What a verdict that needs ``metrics`` says when this source cannot read some of them:
+        ``needs a source that reads AI CPU utilisation`` (never "needs DCMI"); ``""`` when it
+        reads them all."""
+        return needs_text(self.unread(metrics))
 
     def for_tick(self, process_table: bool, scopes: Tuple[MetricScope, ...] = ()) -> SourceInfo:
         """This declaration as one tick read it: whether it read a process table, and the metrics

@@ -227,3 +227,13 @@ def test_the_fleet_keeps_each_node_s_source_info(tmp_path):
     node = fleet_json.from_dict(doc).nodes[0]  # a fleet recording's line, read back
     assert node.snapshot is not None and node.snapshot.source_info is not None
     assert node.snapshot.source_info.scope_of((2, 0), "power_w") == SCOPE_CARD
+
+
+def test_what_a_verdict_needs_is_a_source_that_reads_it_never_a_backend_s_name():
+    assert (
+        NPU_SMI.needs(("aicore_percent", "aicpu_percent")) == "needs a source that reads AI CPU utilisation"
+    )
+    assert NPU_SMI.needs(("aicore_freq_mhz", "aicore_rated_freq_mhz", "power_w")) == (
+        "needs a source that reads AI Core frequency and AI Core rated frequency"
+    )
+    assert DCMI.needs(("aicpu_percent",)) == ""
