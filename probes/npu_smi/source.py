@@ -33,8 +33,9 @@ PROBE_NAME = "npu-smi"
 #: What npu-smi reads: the ``info`` table's columns (power, temperature, AI Core or NPU
 #: utilisation, HBM or DDR, huge pages) and its process table.  None of the driver-only metrics
 #: (clocks, AI CPU, vector/cube, bandwidth, voltage, ECC): a surface that needs one of those
-#: says it needs a source that reads it.  Its 310P MCU board power (``reports.board_power_w``)
-#: is a detail-screen line, never a chip's ``power_w``, so npu-smi has no card-scope metric.
+#: says it needs a source that reads it.  A 310P's MCU board power (``-t common``:
+#: ``reports.CommonReport.board_power_w``) shows on the detail screen only, never as a chip's
+#: ``power_w`` (the table prints none for a 310P), so npu-smi has no card-scope metric.
 #: ``tests/core/test_source_info.py`` holds this to what npu-smi fills on every demo.
 SOURCE_INFO = SourceInfo(
     PROBE_NAME,
