@@ -60,6 +60,21 @@ def test_each_backend_reads_exactly_the_metrics_it_declares(backend):
     assert declared.metrics - seen == NOT_ON_THE_DEMO[backend]
 
 
+def scenario_names():
+    from npuwatch.probes.simulator import list_scenarios
+
+    return [entry[0] for entry in list_scenarios()]
+
+
+@pytest.mark.parametrize("backend", sorted(DECLARED))
+@pytest.mark.parametrize("scenario", scenario_names())
+def test_no_demo_reading_carries_a_metric_its_source_does_not_declare(scenario, backend):
+    snapshot = sampled(scenario, backend)
+    info = snapshot.described
+    assert info.name == snapshot.chip_source  # auto is not asked here: the backend asked reads
+    assert carried(snapshot) <= DECLARED[info.name].metrics
+
+
 def test_npu_smi_declares_none_of_the_driver_only_metrics():
     assert not NPU_SMI.reads("aicpu_percent") and not NPU_SMI.reads("aicore_freq_mhz")
     assert NPU_SMI.unread(("aicore_percent", "aicpu_percent", "hbm_bandwidth_percent")) == (
