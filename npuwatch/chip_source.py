@@ -14,7 +14,8 @@ backend's name.  On-demand details (``chip_details``) come back as
 plain key/value sections a view can show without knowing which tool printed them
 (``npuwatch.chip_details``, apart so that ``npuwatch check`` does not load them).
 
-This module is in the model layer: it imports only ``npuwatch.model`` and the standard library.
+This module is in the model layer: it imports only ``npuwatch.model``, ``npuwatch.source_info`` and
+the standard library.
 """
 
 from __future__ import annotations
