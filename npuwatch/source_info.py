@@ -73,8 +73,8 @@ class SourceInfo:
     name: str
     title: str
     #: In a declaration (``ChipSource.source_info``): the source reads a process table at all; in
-    #: a reading or a snapshot: it read one this tick.
-    process_table: bool  # it read one this tick: "no process listed" then means none
+    #: a reading or a snapshot: it read one this tick, so "no process listed" means none.
+    process_table: bool
     metrics: FrozenSet[str]
     scopes: Tuple[MetricScope, ...] = ()
 
