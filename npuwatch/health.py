@@ -121,11 +121,11 @@ def _source_problem(failure: SourceFailure, source: SourceInfo) -> Problem:
     # failed with -8002``), never another's.  DCMI messages read "npu-smi failed with DCMI error
     # -8005 (INNER_ERR): <a long meaning>": the line keeps the clause before the colon, --json
     # keeps all of it in the hint.
-    message = source.failure_text(failure.message)
-    head, _, rest = message.partition(": ")
-    short = head if len(message) > 80 and len(head) >= 20 else message
-    hint = failure.hint if short == message else f"{rest}; {failure.hint}"
-    return Problem(Reason.of_source(source.name), short, hint)
+    head, _, rest = failure.message.partition(": ")
+    short = head if len(failure.message) > 80 and len(head) >= 20 else failure.message
+    hint = failure.hint if short == failure.message else f"{rest}; {failure.hint}"
+    named = short if source.names_itself(failure.message) else source.failure_text(short)
+    return Problem(Reason.of_source(source.name), named, hint)
 
 
 def _node_problems(nodes: DevNodes, soc_boards: bool) -> List[Problem]:
