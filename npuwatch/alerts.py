@@ -8,10 +8,10 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
-from npuwatch.chip_source import source_title
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
 from npuwatch.judge.rules import Reason, ReasonKind, chip_links, judge_snapshot
 from npuwatch.model import ChipSample, Level, MetricStatus, ProbeReport, Snapshot, WorkloadClass
+from npuwatch.source_info import SourceInfo
 from npuwatch.text_safety import first_clause, shorten
 
 ChipKey = Tuple[int, int]
@@ -206,7 +206,7 @@ class AlertTracker:
         judged: Set[AlertKey] = set()
         report = snapshot.chip_source_report
         if report is not None:
-            finding = self._source(report)
+            finding = self._source(report, snapshot.described)
             if finding is not None:
                 findings[finding.alert.key] = finding
         if snapshot.backend_note is not None:
@@ -257,22 +257,20 @@ class AlertTracker:
             at_once = kind in (AlertKind.HEALTH, AlertKind.DEVICE_LOST)
             yield _Finding(alert, 1 if at_once else self.hysteresis.raise_after)
 
-    def _source(self, report: ProbeReport) -> Optional[_Finding]:
-        """The chip source's own alert, naming the source that read the chips (its report's
-        name: ``npu-smi``, or ``DCMI`` when the driver's library did)."""
+    def _source(self, report: ProbeReport, source: SourceInfo) -> Optional[_Finding]:
+        """The chip source's own alert, naming the source that read the chips (or failed to) as it
+        declares itself (``Snapshot.described``: ``npu-smi``; ``DCMI`` when the driver's library
+        read), whatever the failure's message says."""
         duration = report.duration_s
         slow_s = self.thresholds.source_slow_s
-        title = source_title(report.name)
-        npu_smi = report.name == "npu-smi"
+        title = source.title
         if report.status is MetricStatus.OK:
             if duration is None or duration <= slow_s:
                 return None
             message = f"{title} slow: {duration:.1f} s"
-            what = "`npu-smi info`" if npu_smi else f"a {title} read"
-            others = "npu-smi callers" if npu_smi else "tools that poll the driver"
             detail = (
-                f"{what} took {duration:.1f} s (more than {slow_s:g} s): the driver is "
-                f"busy or another tool polls it too; raise --interval or look for other {others}."
+                f"one {title} read took {duration:.1f} s (more than {slow_s:g} s): the driver is busy "
+                f"or another tool polls it too; raise --interval or look for other {title} callers."
             )
             alert = Alert(("npu-smi",), Severity.WARNING, AlertKind.NPU_SMI, message, detail)
             return _Finding(alert, self.hysteresis.raise_after)  # one slow answer is no news
@@ -284,10 +282,8 @@ class AlertTracker:
                 "may be hung or busy: check `dmesg` for davinci/devdrv errors and run `npuwatch doctor`."
             )
         else:
-            text = report.message or f"{title} failed ({report.status.value})"
-            # The sources' messages name them already and put the explanation after a colon.
-            named = text.lower().startswith(title.lower())
-            message = first_clause(text if named else f"{title} failed: {text}", 60)
+            text = source.failure_text(report.message or report.status.value)
+            message = first_clause(text, 60)
             detail = f"{text}; no chip can be read until it answers: run `npuwatch doctor`."
         # A failed read shows at once, from the first sample: until the source answers every value
         # is n/a or stale, and the doctor finds the cause (device nodes, driver, DCMI, a hang).

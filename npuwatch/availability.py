@@ -25,10 +25,11 @@ def no_data_reason(snapshot: Snapshot) -> Optional[str]:
     failed = report is not None and report.status is not MetricStatus.OK
     if snapshot.chips and not failed:
         return None
-    source = snapshot.chip_source
+    described = snapshot.described  # the source that read the chips, as it declares itself
+    source = described.title
     if failed:
         assert report is not None
-        cause = report.message or f"{source} failed"
+        cause = described.failure_text(report.message or report.status.value)
     elif report is not None and report.found:
         cause = f"none of the {report.found} chip(s) {source} lists matches --devices"
     else:

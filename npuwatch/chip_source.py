@@ -7,12 +7,15 @@ sampler, ``npuwatch check``, the doctor and the detail screen read chips through
 and the snapshot names the source by its ``probe_name`` (``Snapshot.chip_source_report``).
 
 Sources declare what they provide, the way harlequin's adapters declare capabilities
-(``provides_details``, ``provides_processes``, ``provides_logic_ids``): a consumer asks the
-declaration, never the backend's name.  On-demand details (``chip_details``) come back as
+(``provides_details``, ``provides_processes``, ``provides_logic_ids``), and what they are and
+read (``source_info``: ``npuwatch.source_info.SourceInfo``, which each reading carries for its
+tick and the sampler puts on the snapshot): a consumer asks the declaration, never the
+backend's name.  On-demand details (``chip_details``) come back as
 plain key/value sections a view can show without knowing which tool printed them
 (``npuwatch.chip_details``, apart so that ``npuwatch check`` does not load them).
 
-This module is in the model layer: it imports only ``npuwatch.model`` and the standard library.
+This module is in the model layer: it imports only ``npuwatch.model``, ``npuwatch.source_info`` and
+the standard library.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Optional, Protocol, Tuple
 
-from npuwatch.model import ChipSample, MetricStatus, NpuProcess, Versions
+from npuwatch.model import CHIP_METRICS, ChipSample, MetricStatus, NpuProcess, Versions
+from npuwatch.source_info import SourceInfo, title_for
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
@@ -73,6 +77,10 @@ class SourceReading:
     #: Whose reader process ``restarts`` counts when it is not this reading's source's (``auto``
     #: reading through npu-smi still counts DCMI's worker restarts: ``dcmi``).
     restarts_of: Optional[str] = None
+    #: The source that made this reading (or failed to), as it read this tick: whether it read a
+    #: process table, each metric whose reading covers more than its chip.  ``auto``'s readings
+    #: carry the info of the backend that read.  ``None`` only from a source that declares none.
+    source_info: Optional[SourceInfo] = None
 
 
 class ChipSource(Protocol):
@@ -90,6 +98,12 @@ class ChipSource(Protocol):
     @property
     def label(self) -> str:
         """The Snapshot's ``source``."""
+        ...
+
+    @property
+    def source_info(self) -> SourceInfo:
+        """What this source is and can read (``process_table``: it reads one at all); each reading
+        carries it for its tick (``SourceReading.source_info``)."""
         ...
 
     @property
@@ -116,14 +130,31 @@ class ChipSource(Protocol):
         ...
 
 
-#: How a sentence names a chip source whose probe name is not already its name (``npu-smi`` is).
-_TITLES = {"dcmi": "DCMI"}
+def declared_info(source: ChipSource) -> SourceInfo:
+    """What ``source`` declares (``ChipSource.source_info``); for an object that declares nothing
+    (a test's stand-in), its probe name and title reading every metric, and a process table
+    when it says it provides one."""
+    info = getattr(source, "source_info", None)
+    if isinstance(info, SourceInfo):
+        return info
+    name = source.probe_name
+    return SourceInfo(name, source_title(name), bool(source.provides_processes), frozenset(CHIP_METRICS))
+
+
+def reading_info(source: ChipSource, outcome: SourceReading) -> SourceInfo:
+    """The info of the source that made ``outcome``, for its tick: the reading's own
+    (``SourceReading.source_info``) or the source's declaration; a process table only when this
+    tick's reading says it read one (a failure read none)."""
+    info = outcome.source_info if outcome.source_info is not None else declared_info(source)
+    read_table = outcome.reading is not None and outcome.reading.process_table
+    return info if info.process_table == read_table else replace(info, process_table=read_table)
 
 
 def source_title(probe_name: str) -> str:
-    """The chip source a snapshot's report ``probe_name`` names, as alerts and messages say it:
-    ``DCMI`` for ``dcmi``, ``npu-smi`` for ``npu-smi``, any other name as it is."""
-    return _TITLES.get(probe_name, probe_name)
+    """A chip source's title from its probe name alone (``source_info.title_for``), for code that
+    has no ``SourceInfo`` at hand.  Prefer ``SourceInfo.title`` (``Snapshot.described``,
+    ``ChipSource.source_info``): the source's own declaration."""
+    return title_for(probe_name)
 
 
 class NotedSource:
@@ -141,6 +172,10 @@ class NotedSource:
     @property
     def label(self) -> str:
         return self.source.label
+
+    @property
+    def source_info(self) -> SourceInfo:
+        return declared_info(self.source)
 
     @property
     def provides_details(self) -> bool:

@@ -21,11 +21,13 @@ from npuwatch.probes.pci import PciInventory
 STALE_AFTER_S = 10.0
 
 
-def vanished(source_name: str = "npu-smi") -> str:
+def vanished(source_name: str = "npu-smi", title: Optional[str] = None) -> str:
     """Why a chip seen before is missing from this reading of the source ``source_name`` (its
-    probe name: the reason names the source that read the chips, DCMI or npu-smi)."""
+    probe name; ``title``, its ``SourceInfo.title``: the reason names the source that read the
+    chips, DCMI or npu-smi)."""
+    said = title or source_title(source_name)
     return (
-        f"{source_title(source_name)} no longer lists this chip: it may have dropped off the PCI bus, "
+        f"{said} no longer lists this chip: it may have dropped off the PCI bus, "
         "been reset, or been hidden from this container"
     )
 
@@ -46,10 +48,14 @@ class Resolved:
 class ChipTracker:
     """Remembers the last good reading and every chip seen, across ticks."""
 
-    def __init__(self, stale_after_s: float = STALE_AFTER_S, source_name: str = "npu-smi") -> None:
-        """``source_name``: the chip source's probe name, which its warnings start with."""
+    def __init__(
+        self, stale_after_s: float = STALE_AFTER_S, source_name: str = "npu-smi", title: Optional[str] = None
+    ) -> None:
+        """``source_name``: the chip source's probe name, which its warnings start with;
+        ``title``: how its reasons name it (its ``SourceInfo.title``; default, from the name)."""
         self.stale_after_s = stale_after_s
         self.source_name = source_name
+        self.title = title
         self._last_good: Optional[Tuple[ChipReading, float]] = None
         self._seen: Dict[Tuple[int, int], ChipIdentity] = {}
 
@@ -76,7 +82,7 @@ class ChipTracker:
                 _failed(identity, failure.metric_status, failure.message) for identity in self._seen.values()
             )
             return Resolved(chips, (), warnings)
-        return _from_pci(inventory, failure, warnings, self.source_name)
+        return _from_pci(inventory, failure, warnings, self.title or source_title(self.source_name))
 
     def _fresh(self, reading: ChipReading, now_s: float, inventory: Optional[PciInventory]) -> Resolved:
         self._last_good = (reading, now_s)
@@ -86,7 +92,7 @@ class ChipTracker:
         for key, identity in sorted(self._seen.items()):
             if key in present:
                 continue
-            reason = vanished(self.source_name)
+            reason = vanished(self.source_name, self.title)
             function = inventory.by_bus_id(identity.bus_id) if inventory and identity.bus_id else None
             if function is not None and not function.link.present:
                 reason = f"{reason}; {FELL_OFF_BUS}"

@@ -34,7 +34,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, close_source
+from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, close_source, declared_info
+from npuwatch.source_info import SourceInfo
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
@@ -71,7 +72,8 @@ class _Attempt:
             self.outcome = self._source.read()
         except Exception as exc:  # a source never raises for the environment: a bug, kept as a failure
             failure = SourceFailure("error", f"{type(exc).__name__}: {exc}", "run with --verbose")
-            self.outcome = SourceReading(None, failure, 0.0)
+            info = declared_info(self._source).for_tick(False)
+            self.outcome = SourceReading(None, failure, 0.0, source_info=info)
         finally:
             self._done.set()
 
@@ -87,15 +89,15 @@ class _Attempt:
 class FallbackSource:
     """A ``ChipSource`` that reads ``primary`` and falls back to ``fallback`` by the policy above.
 
-    ``probe_name`` and ``label`` are those of the source that produced the last reading, so the
-    snapshot names the backend that read it.  ``details`` answers ``chip_details`` (default: the
-    fallback); ``close()`` closes both sides that can be closed.  ``hedge_s``: how long a tick
-    waits on the primary before reading the fallback beside it (``hedge_for(timeout)``).
+    ``probe_name``, ``label`` and ``source_info`` are those of the source that produced the last
+    reading, so the snapshot names the backend that read it and says what that one can read (each
+    reading carries its own side's ``SourceReading.source_info``).  ``details`` answers
+    ``chip_details`` (default: the fallback); ``close()`` closes both sides that can be closed.
+    ``hedge_s``: how long a tick waits on the primary before reading the fallback beside it
+    (``hedge_for(timeout)``).
     ``expected_chips``: the chips the machine has (``machine_chips.MachineChipsWatch``), to
     catch a primary that lists too few; ``None``: not checked.
     """
-
-    provides_processes = True
 
     def __init__(
         self,
@@ -131,6 +133,14 @@ class FallbackSource:
     @property
     def label(self) -> str:
         return self._produced.label
+
+    @property
+    def source_info(self) -> SourceInfo:
+        return declared_info(self._produced)
+
+    @property
+    def provides_processes(self) -> bool:
+        return self.source_info.process_table
 
     @property
     def provides_details(self) -> bool:

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.chip_families import OTHER, family_of, required_device_nodes
-from npuwatch.chip_source import ChipSource, SourceFailure, source_title
+from npuwatch.chip_source import ChipSource, SourceFailure, reading_info, source_title
 from npuwatch.judge.fault_codes import worst_handling
 from npuwatch.judge.limits import Thresholds
 from npuwatch.judge.rules import ReasonKind, judge_chip
@@ -28,6 +28,7 @@ from npuwatch.probes.devices import UNREADABLE_DEV_HINT, DevNodes, scan_dev
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.sysroot import Sysroot
+from npuwatch.source_info import SourceInfo
 from npuwatch.text_safety import shorten
 from npuwatch.verdict import ChipCheck, HealthVerdict, Problem, Reason
 
@@ -86,7 +87,7 @@ def check_health(
     outcome = source.read()
     backend = source.probe_name  # after the read: the backend that read it (``auto`` may fall back)
     if outcome.failure is not None:
-        problems.append(_source_problem(outcome.failure, backend))
+        problems.append(_source_problem(outcome.failure, reading_info(source, outcome)))
     reading = outcome.reading
     chips: Tuple[ChipCheck, ...] = ()
     if reading is not None:
@@ -116,13 +117,16 @@ def check_health(
     )
 
 
-def _source_problem(failure: SourceFailure, backend: str = "npu-smi") -> Problem:
-    # DCMI messages read "npu-smi failed with DCMI error -8005 (INNER_ERR): <a long meaning>":
-    # the line keeps the clause before the colon, --json keeps all of it in the hint.
+def _source_problem(failure: SourceFailure, source: SourceInfo) -> Problem:
+    # The message names the source that failed as it declares itself (``DCMI failed: dcmi_init
+    # failed with -8002``), never another's.  DCMI messages read "npu-smi failed with DCMI error
+    # -8005 (INNER_ERR): <a long meaning>": the line keeps the clause before the colon, --json
+    # keeps all of it in the hint.
     head, _, rest = failure.message.partition(": ")
     short = head if len(failure.message) > 80 and len(head) >= 20 else failure.message
     hint = failure.hint if short == failure.message else f"{rest}; {failure.hint}"
-    return Problem(Reason.DCMI if backend == "dcmi" else Reason.NPU_SMI, short, hint)
+    named = short if source.names_itself(failure.message) else source.failure_text(short)
+    return Problem(Reason.of_source(source.name), named, hint)
 
 
 def _node_problems(nodes: DevNodes, required: Collection[str]) -> List[Problem]:

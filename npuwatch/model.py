@@ -13,7 +13,7 @@ from npuwatch.chip_link import ChipLink
 from npuwatch.chip_link import PcieLink as PcieLink
 from npuwatch.chip_link import pcie_speed_label as pcie_speed_label
 from npuwatch.metrics_table import METRICS
-from npuwatch.source_info import SourceInfo
+from npuwatch.source_info import SourceInfo, title_for
 
 SCHEMA = "npuwatch/snapshot/v1"
 
@@ -429,7 +429,7 @@ class Snapshot:
         ``chip_source`` reading every metric and a process table."""
         if self.source_info is not None:
             return self.source_info
-        return SourceInfo(self.chip_source, self.chip_source, True, frozenset(CHIP_METRICS))
+        return SourceInfo(self.chip_source, title_for(self.chip_source), True, frozenset(CHIP_METRICS))
 
     def probe(self, name: str) -> Optional[ProbeReport]:
         """The report of the probe called ``name``, if it ran."""

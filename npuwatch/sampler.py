@@ -19,7 +19,7 @@ from typing import (
     TypeVar,
 )
 
-from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, source_title
+from npuwatch.chip_source import ChipSource, SourceFailure, SourceReading, declared_info, reading_info
 from npuwatch.chip_state import ChipTracker
 from npuwatch.history import History
 from npuwatch.judge.workload import WorkloadJudge
@@ -140,8 +140,10 @@ class Sampler:
         inventory = self._inventory(mono, pci_reports)
         outcome = self.source.read()
         source_name = self.source.probe_name  # after the read: ``auto`` names the backend that read
-        outcome = _empty_is_a_failure(outcome, self._has, source_name)
-        self._tracker.source_name = source_name
+        title = (outcome.source_info or declared_info(self.source)).title
+        outcome = _empty_is_a_failure(outcome, self._has, title)
+        info = reading_info(self.source, outcome)  # this tick's: a process table read or not
+        self._tracker.source_name, self._tracker.title = source_name, title
         probes = [_source_report(source_name, outcome), *pci_reports]
         resolved = self._tracker.resolve(outcome, mono, inventory)
         warnings = resolved.warnings + self._unreported(outcome, probes)
@@ -173,6 +175,7 @@ class Sampler:
             probes=tuple(probes),
             chip_source=source_name,
             backend_note=outcome.note,
+            source_info=info,
         )
 
     def _guard(self, name: str, probes: List[ProbeReport], read: Callable[[], T], fallback: T) -> T:
@@ -258,9 +261,7 @@ class Sampler:
         return _merged_versions(installed, reading.versions)
 
 
-def _empty_is_a_failure(
-    outcome: SourceReading, has: Optional[MachineChips], source_name: str
-) -> SourceReading:
+def _empty_is_a_failure(outcome: SourceReading, has: Optional[MachineChips], title: str) -> SourceReading:
     """A reading that lists no chip on a machine that has some (a library whose enumeration
     answers 0, a negative or an all-0xFF count) is a failed read: the chips sysfs shows stay, each
     with the reason, and the source's report is an error (``npuwatch_up`` 0, ``/healthz`` 503)."""
@@ -269,7 +270,7 @@ def _empty_is_a_failure(
         return outcome
     failure = SourceFailure(
         "no-chips",
-        f"{source_title(source_name)} lists no chip; the machine has {has.count} ({', '.join(has.evidence)})",
+        f"{title} lists no chip; the machine has {has.count} ({', '.join(has.evidence)})",
         "run `npu-smi info` by hand, check `dmesg | grep -i devdrv`, then `npuwatch doctor`",
     )
     return replace(outcome, reading=None, failure=failure)

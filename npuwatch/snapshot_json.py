@@ -29,6 +29,7 @@ from npuwatch.model import (
     Versions,
     Workload,
 )
+from npuwatch.source_info import SCOPES, MetricScope, SourceInfo
 from npuwatch.text_safety import inert_json
 
 _IDENTITY_FIELDS = ("npu_id", "chip_id", "phy_id", "device_id", "logic_id", "name", "bus_id")
@@ -61,6 +62,9 @@ def to_dict(snapshot: Snapshot) -> Dict[str, Any]:
         # Which chip source read the chips, and why it is not the one asked for (docs/design.md §2.2).
         "backend": snapshot.chip_source,
         "backend_note": snapshot.backend_note,
+        # What that source could read, and read this tick (docs/design.md §2.2 additions); null
+        # for a snapshot that does not say (built by hand, not sampled).
+        "source_info": None if snapshot.source_info is None else _source_info_dict(snapshot.source_info),
         "versions": {name: getattr(snapshot.versions, name) for name in _VERSION_FIELDS},
         "chips": [_chip_dict(chip, judged[chip.identity.key]) for chip in snapshot.chips],
         "processes": [_process_dict(p) for p in snapshot.processes],
@@ -113,6 +117,19 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(item) for item in value]
     return value
+
+
+def _source_info_dict(info: SourceInfo) -> Dict[str, Any]:
+    return {
+        "name": info.name,
+        "title": info.title,
+        "process_table": info.process_table,
+        "metrics": [name for name in CHIP_METRICS if name in info.metrics],
+        "scopes": [
+            {"npu_id": s.npu_id, "chip_id": s.chip_id, "metric": s.metric, "scope": s.scope}
+            for s in info.scopes
+        ],
+    }
 
 
 def _chip_dict(chip: ChipSample, judgement: Judgement) -> Dict[str, Any]:
@@ -242,18 +259,77 @@ def from_dict(data: Mapping[str, Any]) -> Snapshot:
         taken_at = taken_at.replace(tzinfo=timezone.utc)
     versions = _dict(data.get("versions") or {}, "versions")
     host = data.get("host")
+    # A recording made before the JSON named its backend was read by npu-smi, the only one then.
+    backend = _text(data, "backend") or "npu-smi"
+    chips = tuple(_chip_from(_dict(c, "a chip")) for c in _list(data, "chips"))
+    processes = tuple(_process_from(_dict(p, "a process")) for p in _list(data, "processes"))
     return Snapshot(
         taken_at=taken_at,
         source=_text(data, "source") or "",
         versions=Versions(**{k: _text(versions, k) for k in _VERSION_FIELDS}),
-        chips=tuple(_chip_from(_dict(c, "a chip")) for c in _list(data, "chips")),
-        processes=tuple(_process_from(_dict(p, "a process")) for p in _list(data, "processes")),
+        chips=chips,
+        processes=processes,
         host=None if host is None else _host_from(_dict(host, "host")),
         warnings=tuple(_plain_text(w, "a warning") for w in _list(data, "warnings")),
         probes=tuple(_probe_from(_dict(p, "a probe")) for p in _list(data, "probes")),
-        # A recording made before the JSON named its backend was read by npu-smi, the only one then.
-        chip_source=_text(data, "backend") or "npu-smi",
+        chip_source=backend,
         backend_note=_text(data, "backend_note"),
+        source_info=_source_info_of(data, backend, chips, processes),
+    )
+
+
+def _source_info_of(
+    data: Mapping[str, Any], backend: str, chips: Tuple[ChipSample, ...], processes: Tuple[NpuProcess, ...]
+) -> Optional[SourceInfo]:
+    """The snapshot's ``source_info``: as written; ``None`` when written as null (a snapshot that
+    did not say); derived (``derived_info``) when absent, in a recording made before the field."""
+    if "source_info" not in data:
+        return derived_info(backend, chips, processes)
+    info = data["source_info"]
+    return None if info is None else _source_info_from(_dict(info, "source_info"))
+
+
+def derived_info(
+    backend: str, chips: Tuple[ChipSample, ...], processes: Tuple[NpuProcess, ...]
+) -> SourceInfo:
+    """What a snapshot written before the JSON carried ``source_info`` can truthfully be said to
+    have read: its backend's declaration (an npu-smi recording never read AI CPU), or for a
+    backend npuwatch does not know the metrics its chips hold values for; a process table only
+    when it lists a process (an empty list may be a source that read none)."""
+    declared: Optional[SourceInfo] = None
+    if backend == "npu-smi":
+        from npuwatch.probes.npu_smi import source as npu_smi
+
+        declared = npu_smi.SOURCE_INFO
+    elif backend == "dcmi":
+        from npuwatch.probes.dcmi import source as dcmi
+
+        declared = dcmi.SOURCE_INFO
+    if declared is None:
+        shown = frozenset(name for name in CHIP_METRICS if any(c.metric(name) is not None for c in chips))
+        declared = SourceInfo(backend, backend, True, shown)
+    return declared.for_tick(bool(processes))
+
+
+def _source_info_from(data: Mapping[str, Any]) -> SourceInfo:
+    """``source_info`` as written; a metric or a scope this version does not know is left out."""
+    known = frozenset(CHIP_METRICS)
+    metrics = frozenset(m for m in _list(data, "metrics") if _plain_text(m, "source_info.metrics[]") in known)
+    scopes = []
+    for item in _list(data, "scopes"):
+        scope = _dict(item, "source_info.scopes[]")
+        word = _text(scope, "scope", required=True) or ""
+        metric = _text(scope, "metric", required=True) or ""
+        if word in SCOPES and metric in CHIP_METRICS:
+            npu_id, chip_id = _int(scope, "npu_id", required=True) or 0, _int(scope, "chip_id") or 0
+            scopes.append(MetricScope(npu_id, chip_id, metric, word))
+    name = _text(data, "name", required=True) or ""
+    return SourceInfo(
+        name=name,
+        title=_text(data, "title") or name,
+        process_table=bool(_bool(data, "process_table")),
+        metrics=metrics,
+        scopes=tuple(scopes),
     )
 
 

@@ -34,6 +34,12 @@ class Reason(enum.Enum):
     TEMPERATURE = "temperature"
     SELFTEST = "selftest"
 
+    @classmethod
+    def of_source(cls, name: str) -> Reason:
+        """The reason word of the chip source called ``name`` failing: its own name (``dcmi``,
+        ``npu-smi``; ``SourceInfo.name``); ``npu-smi`` for a source without a word of its own."""
+        return cls.DCMI if name == cls.DCMI.value else cls.NPU_SMI
+
 
 @dataclass(frozen=True)
 class Problem:

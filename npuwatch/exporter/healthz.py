@@ -42,8 +42,9 @@ def judge_healthz(
     """Judge the latest sample as ``npuwatch check`` judges a fresh one (the same health.py code).
 
     Unhealthy, in this order: the latest sample failed; no sample yet; the sample is older than
-    ``max_age_s``; npu-smi did not answer; no chip; an NPU asked for with ``--devices`` is
-    missing; npu-smi lists fewer chips than the machine has; a chip is not ``OK`` (Warning, Alarm,
+    ``max_age_s``; the chip source (npu-smi, DCMI: named as it declares itself) did not answer;
+    no chip; an NPU asked for with ``--devices`` is missing; the source lists fewer chips than
+    the machine has; a chip is not ``OK`` (Warning, Alarm,
     Critical or Unknown) or is hotter than ``check``'s default limit.  ``age_s`` is the sample's age now.
     """
     if view.sample_error is not None:
@@ -56,17 +57,17 @@ def judge_healthz(
             503, f"unhealthy: stale: the latest sample is {age_s:.1f} s old (limit {max_age_s:g} s)"
         )
     report = snapshot.chip_source_report
+    source = snapshot.described  # the source that read (or failed to), as it declares itself
     if report is not None and report.status is not MetricStatus.OK:
         reason = _one_line(report.message or report.status.value)
-        return HealthzAnswer(503, f"unhealthy: {snapshot.chip_source} {report.status.value}: {reason}")
+        return HealthzAnswer(503, f"unhealthy: {source.title} {report.status.value}: {reason}")
     # No npu-smi query (a scrape never runs one): the codes are those the sampler attached.
     chips = judge_chips(snapshot.chips, processes=snapshot.processes)
-    problems = chip_problems(snapshot.chips, chips, devices)
+    problems = chip_problems(snapshot.chips, chips, devices, backend=source.name)
     unlisted = snapshot.probe("chips")  # the sampler's health.unreported_chips, as `check` judges it
     if unlisted is not None and unlisted.status is not MetricStatus.OK and devices is None:
-        problems.insert(
-            0, Problem(Reason.CHIP_MISSING, _one_line(unlisted.message or "npu-smi misses chips"))
-        )
+        missing = unlisted.message or f"{source.title} misses chips"
+        problems.insert(0, Problem(Reason.CHIP_MISSING, _one_line(missing)))
     verdict = HealthVerdict(problems=tuple(problems), chips=chips, source=snapshot.source)
     return HealthzAnswer(200 if verdict.healthy else 503, verdict.line)
 

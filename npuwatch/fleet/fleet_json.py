@@ -87,6 +87,9 @@ def _node_dict(node: FleetNode) -> Dict[str, Any]:
         "processes": full.get("processes", []),
         "host": full.get("host"),
         "versions": full.get("versions"),
+        # What read the node's chips (its /snapshot's), so a fleet replay keeps it.
+        "backend": full.get("backend"),
+        "source_info": full.get("source_info"),
     }
 
 
@@ -129,6 +132,9 @@ def _node_from(data: Any, fleet_taken_at: datetime) -> FleetNode:
             "processes": _items(data.get("processes"), "a node's processes"),
             "host": data.get("host"),
             "versions": data.get("versions") or {},
+            "backend": data.get("backend"),
+            # A node that did not say (from Prometheus, or recorded before it): none, not derived.
+            "source_info": data.get("source_info"),
         }
     )
     chips = []

@@ -42,12 +42,18 @@ from npuwatch.probes.dcmi.worker import (
     WorkerTick,
     start_worker,
 )
+from npuwatch.source_info import SCOPE_CARD, MetricScope, SourceInfo
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
 
 #: The name of the DCMI source's ProbeReport in every Snapshot.
 PROBE_NAME = "dcmi"
+#: What DCMI reads: every metric of the table (``npuwatch.metrics_table``: the driver-only ones
+#: are DCMI's) and a process table per chip; a 310P's board power is the card's
+#: (``records.ChipTick.board_power``), said per tick by a ``MetricScope``.
+#: ``tests/core/test_source_info.py`` holds this to what DCMI fills on every demo.
+SOURCE_INFO = SourceInfo(PROBE_NAME, "DCMI", True, frozenset(CHIP_METRICS))
 #: How often the chips are listed again when nothing asks sooner (a chip that appeared).
 REENUMERATE_S = 300.0
 #: How often, at most, a gone chip or an unlisted card makes the chips listed again.
@@ -71,8 +77,9 @@ class DcmiSource:
     """
 
     probe_name = PROBE_NAME
+    source_info = SOURCE_INFO
     provides_details = False
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
     provides_logic_ids = True
 
     def __init__(
@@ -97,14 +104,18 @@ class DcmiSource:
         if isinstance(answer, WorkerFailure):
             self.last_timings = {}
             failure = source_failure(answer)
-            return SourceReading(None, failure, time.monotonic() - started, restarts=restarts)
+            info = SOURCE_INFO.for_tick(False)
+            return SourceReading(
+                None, failure, time.monotonic() - started, restarts=restarts, source_info=info
+            )
         self.last_timings = answer.timings
         if answer.enumerated:
             self._take_inventory(answer.inventory)
         reading, gone = self._reading(answer)
         if (gone or answer.inventory.card_codes) and self._soon_at is None:
             self._soon_at = self._clock()
-        return SourceReading(reading, None, time.monotonic() - started, restarts=restarts)
+        info = SOURCE_INFO.for_tick(reading.process_table, card_scopes(reading.chips, answer.chips))
+        return SourceReading(reading, None, time.monotonic() - started, restarts=restarts, source_info=info)
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:
         """None: DCMI has no equivalent of npu-smi's ``-t board|usages|common|health`` blocks."""
@@ -189,6 +200,19 @@ def open_dcmi_source(
 
 
 # --- records → model ---------------------------------------------------------------------------
+
+
+def card_scopes(
+    chips: Tuple[ChipSample, ...], ticks: Tuple[records.ChipTick, ...]
+) -> Tuple[MetricScope, ...]:
+    """The chips whose ``power_w`` is their card's (a 310P's board power from the MCU, on the
+    card's first chip): kept as a fact of the reading, so the judge compares it with the card's
+    rating, not the chip's.  ``chips`` are the samples of ``ticks``, in order."""
+    return tuple(
+        MetricScope(chip.identity.npu_id, chip.identity.chip_id, "power_w", SCOPE_CARD)
+        for chip, tick in zip(chips, ticks)
+        if tick.board_power and chip.power_w is not None
+    )
 
 
 def source_failure(failure: WorkerFailure) -> SourceFailure:

@@ -23,12 +23,39 @@ from npuwatch.probes.npu_smi import (
     classify,
 )
 from npuwatch.probes.runner import RunResult
+from npuwatch.source_info import SourceInfo
 
 if TYPE_CHECKING:
     from npuwatch.chip_details import ChipDetails
 
 #: The name of npu-smi's ProbeReport in every Snapshot (``Snapshot.chip_source_report``).
 PROBE_NAME = "npu-smi"
+#: What npu-smi reads: the ``info`` table's columns (power, temperature, AI Core or NPU
+#: utilisation, HBM or DDR, huge pages) and its process table.  None of the driver-only metrics
+#: (clocks, AI CPU, vector/cube, bandwidth, voltage, ECC): a surface that needs one of those
+#: says it needs a source that reads it.  A 310P's MCU board power (``-t common``:
+#: ``reports.CommonReport.board_power_w``) shows on the detail screen only, never as a chip's
+#: ``power_w`` (the table prints none for a 310P), so npu-smi has no card-scope metric.
+#: ``tests/core/test_source_info.py`` holds this to what npu-smi fills on every demo.
+SOURCE_INFO = SourceInfo(
+    PROBE_NAME,
+    "npu-smi",
+    True,
+    frozenset(
+        {
+            "power_w",
+            "temperature_c",
+            "aicore_percent",
+            "npu_util_percent",
+            "hbm_used_mib",
+            "hbm_total_mib",
+            "memory_used_mib",
+            "memory_total_mib",
+            "hugepages_used",
+            "hugepages_total",
+        }
+    ),
+)
 #: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.
 MAPPING_REFRESH_S = 300.0
 #: How often the error codes of a chip that stays not OK are asked again (a new fault may add one).
@@ -49,8 +76,9 @@ class NpuSmiSource:
     """
 
     probe_name = PROBE_NAME
+    source_info = SOURCE_INFO
     provides_details = True
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
 
     def __init__(
         self,
@@ -79,6 +107,9 @@ class NpuSmiSource:
         self.last_call: Union[NpuSmiOutput, NpuSmiFailure, None] = None
 
     def read(self) -> SourceReading:
+        return with_info(self._read())
+
+    def _read(self) -> SourceReading:
         started = time.monotonic()
         try:
             output = self.npu_smi.info()
@@ -198,6 +229,14 @@ def no_table(text: str, exit_code: Optional[int] = 0) -> NpuSmiFailure:
     )
 
 
+def with_info(outcome: SourceReading) -> SourceReading:
+    """``outcome`` carrying npu-smi's ``SourceInfo`` for its tick: a process table when the
+    table printed one (a layout or a failure without one: none)."""
+    reading = outcome.reading
+    read_table = reading is not None and reading.process_table
+    return replace(outcome, source_info=SOURCE_INFO.for_tick(read_table))
+
+
 class CaptureUsageError(ValueError):
     """The ``--replay`` file is not a saved ``npu-smi info`` output (the CLI's exit 64)."""
 
@@ -210,8 +249,9 @@ class CaptureSource:
     """
 
     probe_name = PROBE_NAME
+    source_info = SOURCE_INFO
     provides_details = False
-    provides_processes = True
+    provides_processes = SOURCE_INFO.process_table
     provides_logic_ids = False
 
     def __init__(self, path: Path, text: Optional[str] = None) -> None:
@@ -242,7 +282,7 @@ class CaptureSource:
 
     def read(self) -> SourceReading:
         if self._reading is None:
-            self._reading = self._load()
+            self._reading = with_info(self._load())
         return self._reading
 
     def chip_details(self, npu_id: int, chip_id: int) -> Optional[ChipDetails]:

@@ -109,7 +109,10 @@ def test_auto_s_npu_smi_side_is_the_check_s_own(capsys, npu_smi_calls):
 @pytest.mark.parametrize(
     ("scenario", "message"),
     [
-        ("dcmi-permission", "dcmi_init failed with -8002: not root and not in the HwHiAiUser group"),
+        (
+            "dcmi-permission",
+            "DCMI failed: dcmi_init failed with -8002: not root and not in the HwHiAiUser group",
+        ),
         ("dcmi-crash", "the DCMI library crashed (SIGSEGV) in the worker; npuwatch kept running"),
     ],
 )

@@ -151,7 +151,7 @@ def test_a_failed_source_is_seen_by_every_consumer_through_its_report():
     assert "dcmi_get_device_health did not return" in (no_data_reason(snapshot) or "")
     assert not ExporterView(snapshot).up
     answer = judge_healthz(ExporterView(snapshot), 0.0, 60.0)
-    assert answer.line.startswith("unhealthy: dcmi timeout: dcmi_get_device_health"), answer
+    assert answer.line.startswith("unhealthy: DCMI timeout: dcmi_get_device_health"), answer
     assert any(w.startswith("dcmi: dcmi_get_device_health") for w in snapshot.warnings)
 
 
@@ -181,7 +181,7 @@ def test_check_reads_any_chip_source():
     assert healthy.healthy and healthy.source == "dcmi" and healthy.chips_total == 1
     hung = check_health(None, DcmiLike(HUNG))
     assert not hung.healthy
-    assert hung.problems[0].message == "dcmi_get_device_health did not return within 2 s"
+    assert hung.problems[0].message == "DCMI failed: dcmi_get_device_health did not return within 2 s"
 
 
 def test_a_source_without_details_gives_the_views_none():
@@ -222,7 +222,11 @@ def _npuwatch_imports(module: str) -> set:
 
 def test_the_seam_is_in_the_model_layer():
     # chip_details only for the Protocol's annotation; chip_details itself imports nothing of ours.
-    assert _npuwatch_imports("chip_source") == {"npuwatch.model", "npuwatch.chip_details"}
+    assert _npuwatch_imports("chip_source") == {
+        "npuwatch.model",
+        "npuwatch.chip_details",
+        "npuwatch.source_info",
+    }
     assert _npuwatch_imports("chip_details") == set()
 
 

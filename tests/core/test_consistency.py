@@ -303,3 +303,42 @@ def test_the_doctors_chip_health_fails_exactly_where_check_does(name, tmp_path):
 
     finding = chip_health.run(Crafted(Sysroot(tmp_path), None))
     assert finding.status.value == DOCTOR_STATUS[case.level], finding.summary
+
+
+@pytest.mark.parametrize("backend", ["dcmi", "npu-smi"])
+def test_a_failing_source_is_named_alike_on_every_surface(backend):
+    """Issue 28 group 7: the alert line, check, /healthz, the no-data reason and the JSON all name
+    the source that failed as it declares itself (``SourceInfo``), whatever its message says."""
+    from npuwatch.availability import no_data_reason
+    from npuwatch.chip_source import SourceFailure
+    from npuwatch.probes.dcmi.source import SOURCE_INFO as DCMI
+    from npuwatch.probes.npu_smi.source import SOURCE_INFO as NPU_SMI
+    from npuwatch.sampler import Sampler
+
+    info = {"dcmi": DCMI, "npu-smi": NPU_SMI}[backend]
+    other = {"dcmi": NPU_SMI, "npu-smi": DCMI}[backend].title
+    failure = SourceFailure("error", "init failed with -8002", "see the doctor")
+
+    class Failing:
+        probe_name = label = backend
+        source_info = info
+        provides_details = provides_logic_ids = False
+        provides_processes = True
+
+        def read(self) -> SourceReading:
+            return SourceReading(None, failure, 0.01, source_info=info.for_tick(False))
+
+        def chip_details(self, npu_id: int, chip_id: int) -> None:
+            return None
+
+    snapshot = Sampler(Failing(), None, None).sample()
+    said = f"{info.title} failed: init failed with -8002"
+    assert snapshot_json.to_dict(snapshot)["source_info"]["title"] == info.title
+    (alert,) = AlertTracker().update(snapshot)
+    assert alert.message.startswith(said) and other not in alert.message + alert.detail
+    line = check_health(None, Failing()).line
+    assert line.startswith(f"unhealthy: {said}") and other not in line
+    answer = judge_healthz(ExporterView(snapshot=snapshot), 0.0, 10.0).line
+    assert answer.startswith(f"unhealthy: {info.title} error: init failed") and other not in answer
+    reason = no_data_reason(snapshot) or ""
+    assert said in reason and other not in reason

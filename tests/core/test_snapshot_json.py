@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,7 @@ from npuwatch.model import (
     Versions,
 )
 from npuwatch.probes.npu_smi.table import parse_info
+from npuwatch.source_info import SCOPE_CARD, MetricScope, SourceInfo
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "npu_smi"
 SCHEMA = json.loads(resources.files("npuwatch").joinpath("snapshot-v1.schema.json").read_text())
@@ -132,7 +134,9 @@ def test_every_null_metric_has_a_reason_for_every_capture():
 
 
 def test_round_trip_gives_the_same_snapshot():
-    original = sample_snapshot()
+    scope = MetricScope(0, 0, "power_w", SCOPE_CARD)
+    info = SourceInfo("dcmi", "DCMI", False, frozenset({"power_w", "aicpu_percent"}), (scope,))
+    original = replace(sample_snapshot(), source_info=info)
     again = snapshot_json.from_dict(json.loads(snapshot_json.dumps(original)))
     assert again == original
 

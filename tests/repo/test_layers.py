@@ -43,6 +43,7 @@ PROBE_MAY_IMPORT = (
     "npuwatch.chip_details",  # the on-demand details records chip sources answer with (model layer)
     "npuwatch.metrics_table",  # the metric table's ranges (a DCMI process's memory ceiling; model layer)
     "npuwatch.chip_families",  # the chip-family table: PCI IDs, SoC folders, device nodes (model layer)
+    "npuwatch.source_info",  # what a chip source is and reads, which each backend declares (model layer)
 )
 #: Third-party modules a probe may import.
 PROBE_THIRD_PARTY = frozenset(
