@@ -218,8 +218,11 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         memory_kind="HBM",
         typical_memory_mib=98304,
         idle_memory_mib=4857,
+        device_nodes=("davinci_manager", "hisi_hdc"),
         sources={
             **_hot(),
+            "device_nodes": "no devmm_svm: MindCluster does not mount it for Ascend910A5 (the 950; "
+            "cdi/devnode.go, driver-interfaces.md §1)",
             "pci_device_ids": _PCI_SOURCE + "; 0xd807 (CLOUD_V5) and 0xd808 (ASCEND350, the Atlas 350 "
             "card's) counted here: unverified",
             "soc": "ascend950 inferred from the product name, unverified (runtime-and-doctor.md §14 item 4)",

@@ -651,3 +651,11 @@ def test_python_m_npuwatch_check(machine):
     assert out.returncode == 0, out.stderr
     assert out.stdout == "healthy: 8/8 chips OK, max 44 °C\n"
     assert out.stderr == ""
+
+
+def test_a_950_needs_no_devmm_svm(machine, capsys):
+    # MindCluster does not mount /dev/devmm_svm for the 950 (docs/reference/driver-interfaces.md §1).
+    cat_capture(machine, "037")
+    machine.path("/dev/devmm_svm").unlink()
+    code, out, _ = check(capsys, "--root", str(machine.root))
+    assert (code, the_line(out)) == (0, "healthy: 8/8 chips OK, max 50 °C")

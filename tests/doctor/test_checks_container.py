@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from npuwatch.doctor.checks import container_mounts, visible_devices
+from npuwatch.doctor.checks import container_mounts, device_nodes, visible_devices
 from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Group, Status
@@ -522,3 +522,22 @@ def test_a_310b_soc_board_needs_no_devmm_svm(tmp_path):
     builder.add_pci_function("0000:01:00.0", 0xD500)  # a 310P card does need it
     found = MOUNTS.run(Machine(builder.sysroot(), None))
     assert found.summary == "docker container lacks /dev/devmm_svm"
+
+
+@pytest.mark.parametrize("device_id", [0xD806, 0xD808])  # Ascend 950, Atlas 350
+def test_a_950_container_needs_no_devmm_svm(tmp_path, device_id):
+    # MindCluster's device list does not mount it for the 950 (docs/reference/driver-interfaces.md §1).
+    builder = SysrootBuilder(tmp_path / "root")
+    builder.add_dev_nodes([0, 1], managers=False, extra=["davinci_manager", "hisi_hdc"])
+    builder.mark_container("docker")
+    builder.install_driver("25.5.0")
+    builder.install_executable("/usr/local/bin/npu-smi", "#!/bin/sh\n")
+    builder.add_pci_function("0000:01:00.0", device_id)
+    builder.add_pci_function("0000:02:00.0", device_id)
+    machine = Machine(builder.sysroot(), None)
+    assert MOUNTS.run(machine).status is Status.PASS
+    nodes = device_nodes.CHECK.run(machine)
+    assert nodes.status is Status.PASS
+    assert nodes.summary == "2 /dev/davinciN (0-1) and davinci_manager, hisi_hdc"
+    builder.add_pci_function("0000:03:00.0", 0xD802)  # beside a 910B it is needed again
+    assert MOUNTS.run(Machine(builder.sysroot(), None)).summary == "docker container lacks /dev/devmm_svm"
