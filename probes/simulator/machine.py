@@ -283,7 +283,7 @@ def _make_demo_folder(chosen: Scenario) -> Path:
 
 def _fill(chosen: Scenario, root: Path, begun: float, seed: int) -> _Built:
     """Write the scenario's machine, its fake npu-smi and its DCMI library under ``root``."""
-    from npuwatch.probes.dcmi.fake.install import install as install_fake_dcmi
+    from npuwatch.probes.simulator.dcmi_fake.install import install as install_fake_dcmi
 
     builder = build_tree(chosen, root)
     state = {"scenario": chosen.name, "started_at": begun, "seed": seed}
