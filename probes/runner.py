@@ -9,6 +9,7 @@ a library that may start daemons) can be started with a *mark*: a random token i
 ``MARK_VARIABLE`` environment variable, which every process it forks inherits.  Killing the
 child's tree then also kills every process of this user whose environment holds the mark
 (``/proc/PID/environ``), wherever it went; ``kill_all()`` sweeps every mark it ever issued.
+What belongs to a child's tree is read from ``/proc`` by ``process_tree``; this module kills it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Set, Union
+
+from npuwatch.probes.process_tree import MARK_VARIABLE as MARK_VARIABLE  # re-exported
+from npuwatch.probes.process_tree import descendants as descendants  # re-exported
+from npuwatch.probes.process_tree import fd_of, tree_of
+from npuwatch.probes.process_tree import marked_processes as marked_processes  # re-exported
 
 #: The most output read from one command (npu-smi prints a few KiB): past it the command is
 #: killed and its result says ``too_large``, so a runaway child cannot fill npuwatch's memory.
@@ -93,8 +99,6 @@ _LIVE_LOCK = threading.RLock()
 #: Set by ``end_all()``: npuwatch is ending, so no new child starts (a sampling thread whose
 #: npu-smi was just killed must not start the next one, nor a DCMI worker its restart).
 _ENDING = threading.Event()
-#: The environment variable that carries a child's mark to everything it starts (``new_mark``).
-MARK_VARIABLE = "NPUWATCH_CHILD_MARK"
 _MARKS: Dict[int, str] = {}  # live child's pid → its mark
 _ISSUED: Set[str] = set()  # every mark handed out: kill_all() sweeps them all at exit
 
@@ -294,8 +298,8 @@ class _Reading:
                 self.chunks[pipe.fileno()] = []
 
     def output(self) -> tuple[bytes, bytes]:
-        out = b"".join(self.chunks.get(_fd(self.proc.stdout), []))
-        err = b"".join(self.chunks.get(_fd(self.proc.stderr), []))
+        out = b"".join(self.chunks.get(fd_of(self.proc.stdout), []))
+        err = b"".join(self.chunks.get(fd_of(self.proc.stderr), []))
         return out, err
 
     def until_done(self) -> None:
@@ -364,18 +368,13 @@ class _Reading:
                     self.proc.wait(timeout=KILL_GRACE_S / 2)
 
 
-def _fd(pipe: Optional[object]) -> int:
-    fileno = getattr(pipe, "fileno", None)
-    return int(fileno()) if fileno is not None else -1
-
-
 # --- killing a whole tree ----------------------------------------------------------------------
 
 
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's group and session, its descendants, whoever holds its pipes, and every
     process that carries its mark."""
-    victims = _tree_of(proc)
+    victims = tree_of(proc)
     with _LIVE_LOCK:
         mark = _MARKS.get(proc.pid)
     if mark is not None:
@@ -390,124 +389,6 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
     for pid in victims:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _tree_of(proc: subprocess.Popen[bytes]) -> Set[int]:
-    """Every process the child spawned that is still running: by session, by parent, by pipe.
-
-    A grandchild that called ``setsid`` left the group and the session but is still a descendant
-    (until its parent dies) and, when it kept stdout or stderr, still holds our pipe.
-    """
-    pipes = _pipe_inodes(proc)
-    table = _processes()
-    found: Set[int] = {proc.pid}
-    for pid, (_ppid, sid) in table.items():
-        if sid == proc.pid:
-            found.add(pid)
-    _add_below(found, table)
-    if pipes:
-        found |= _holders(pipes, table)
-    found.discard(os.getpid())
-    found.discard(proc.pid)
-    return found
-
-
-def descendants(root: int) -> Set[int]:
-    """Every running process below ``root`` (by parent, from /proc), ``root`` not included."""
-    found: Set[int] = {root}
-    _add_below(found, _processes())
-    found.discard(root)
-    return found
-
-
-def _add_below(found: Set[int], table: Dict[int, tuple[int, int]]) -> None:
-    """Add to ``found`` every process below one already in it (``table``: pid → (ppid, sid))."""
-    changed = True
-    while changed:
-        changed = False
-        for pid, (ppid, _sid) in table.items():
-            if ppid in found and pid not in found:
-                found.add(pid)
-                changed = True
-
-
-def marked_processes(marks: Set[str]) -> Set[int]:
-    """The processes whose environment carries one of ``marks`` (``new_mark``), from
-    ``/proc/PID/environ``: this user's (another user's cannot be read, nor signalled), or every
-    one for root (a daemon the library started may have switched to ``HwHiAiUser``); never
-    npuwatch itself."""
-    wanted = {f"{MARK_VARIABLE}={mark}".encode("ascii") for mark in marks}
-    found: Set[int] = set()
-    me, uid = os.getpid(), os.getuid()
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            if uid != 0 and os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            with open(f"/proc/{name}/environ", "rb") as environ:
-                entries = environ.read(1 << 20).split(b"\0")
-        except OSError:
-            continue
-        if wanted.intersection(entries):
-            found.add(int(name))
-    return found
-
-
-def _processes() -> Dict[int, tuple[int, int]]:
-    """pid → (ppid, session id) of every process this user can see, from /proc (empty elsewhere)."""
-    table: Dict[int, tuple[int, int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                text = stat.read().decode("ascii", "replace")
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()
-        with contextlib.suppress(IndexError, ValueError):
-            table[int(name)] = (int(fields[1]), int(fields[3]))
-    return table
-
-
-def _pipe_inodes(proc: subprocess.Popen[bytes]) -> Set[str]:
-    inodes: Set[str] = set()
-    for pipe in (proc.stdout, proc.stderr):
-        fd = _fd(pipe)
-        if fd < 0:
-            continue
-        with contextlib.suppress(OSError, ValueError):
-            inodes.add(os.readlink(f"/proc/self/fd/{fd}"))
-    return inodes
-
-
-def _holders(pipes: Set[str], table: Dict[int, tuple[int, int]]) -> Set[int]:
-    holders: Set[int] = set()
-    me = os.getpid()
-    for pid in table:
-        if pid == me:
-            continue
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") in pipes:
-                    holders.add(pid)
-                    break
-            except OSError:
-                continue
-    return holders
 
 
 def _decode(data: Optional[bytes]) -> str:

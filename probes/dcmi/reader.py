@@ -1,20 +1,14 @@
 """Provides Reader: enumerate the chips and read one tick through a loaded DCMI library, as records.
 
-The reader runs in the worker process (``worker.py`` gives each call its deadline); it only calls
+The reader runs in the worker process (``worker`` gives each call its deadline); it only calls
 and converts, in npuwatch's units: power 0.1 W → W, voltage 0.01 V → V (MindCluster
 ``DcGetDeviceVoltage``: "the accuracy is 0.01v", ``ReduceOnePercent``,
 ``Ascend/mind-cluster`` ``component/ascend-common/devmanager/dcmi/dcmi.go``), memory MB → MiB as
 npu-smi prints them, process memory kept in bytes.  Values are checked as MindCluster checks
 them; an impossible one is recorded with ``records.INVALID_VALUE``.
 
-Return codes (driver-interfaces.md §9.1 rule 3), per chip and function:
-
-* ``-8255``/``-8013`` (not supported): sticky — the function is never called for that chip again
-  and every later tick reports the same code.
-* ``-8006``/``-8012``/``-8017`` (transient): after ``n`` failures in a row the call is skipped for
-  ``min(2**(n-1) - 1, 30)`` of the chip's ticks (the next tick retries after one failure), each
-  skipped tick reporting the last code; a success resets the count.
-* anything else: reported, and asked again next tick.
+Return codes are gated per chip and function (``call_gate``: sticky "not supported", back-off
+for transient codes); the enumeration is ``enumeration.Enumerator``'s, this class's base.
 
 Calls are made the same way for a real library and for the pure-Python stand-in: ``int``
 arguments as Python ints, each scalar output as ``ctypes.pointer(c_int()/c_uint())``, each
@@ -26,9 +20,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Type, Union
+from typing import Callable, Dict, Optional, Sequence, Tuple, Type, Union
 
 from npuwatch.probes.dcmi import abi
+from npuwatch.probes.dcmi.call_gate import SPARE_BYTES as _SPARE
+from npuwatch.probes.dcmi.call_gate import UNSUPPORTED, CallSurface, Gate, Out
+from npuwatch.probes.dcmi.enumeration import Enumerator
 from npuwatch.probes.dcmi.records import (
     INVALID_VALUE,
     SYMBOL_MISSING,
@@ -36,23 +33,8 @@ from npuwatch.probes.dcmi.records import (
     ChipRef,
     ChipTick,
     ErrorCodeRecord,
-    Inventory,
     ProcessRecord,
 )
-
-#: Codes after which a function is never asked again for that chip.
-UNSUPPORTED = frozenset({abi.NOT_SUPPORT, abi.NOT_SUPPORT_IN_CONTAINER})
-#: Codes worth asking again later, with back-off.
-TRANSIENT = frozenset({abi.TIME_OUT, abi.NOT_READY, abi.IS_UPGRADING})
-#: Most ticks a transient failure can make the reader skip a call.
-MAX_SKIPPED_TICKS = 30
-#: Most device IDs per card believed: an Ascend card has at most 4 chips (a 310 card and a 4P 950
-#: card), plus an MCU and a CPU unit; twice that is room for a board not seen yet
-#: (docs/plausible-ranges.md).  A card that counts more (or fewer than 0) lists garbage: none of
-#: its chips is believed, and the card's code is ``INVALID_VALUE``.
-MAX_DEVICES_PER_CARD = 12
-#: Spare room after lists the library fills (it is told the list's length, but may be wrong).
-_SPARE = abi.OUTPUT_BYTES
 
 #: ChipTick value name → ``dcmi_get_device_utilization_rate`` input type.
 UTILIZATIONS: Tuple[Tuple[str, int], ...] = (
@@ -78,85 +60,15 @@ _PROCESS_BYTES = ctypes.sizeof(abi.ProcMemInfo)
 _ProcessBuffer = ctypes.c_char * (abi.MAX_PROCESSES * _PROCESS_BYTES + _SPARE)
 _ErrorCodeList = ctypes.c_uint * (abi.MAX_ERROR_CODES + _SPARE)
 
-_MIN_TEMPERATURE_C = -275  # MindCluster: below this a temperature read failed
 _INT32_LIMIT = 2**31  # MindCluster: a voltage at or above MaxInt32 is a failed read
 
-_Key = Tuple[int, int, str]
-_AnyChipInfo = Union[abi.ChipInfo, abi.ChipInfoV2]
 
-
-class CallSurface(Protocol):
-    """What the reader needs of a library: ``library.DcmiLibrary`` is one."""
-
-    def has(self, name: str) -> bool: ...
-
-    def call(self, name: str, *args: object) -> int: ...
-
-
-class _Gate:
-    """Sticky "not supported" and transient back-off per (card, device, function).
-
-    One dict holds every call that is not simply made: ``key → (ask again at tick, failures in a
-    row, code)``, the tick ``-1`` for a sticky one; a call not in it goes straight through.
-    """
-
-    def __init__(self) -> None:
-        self.tick_no = 0
-        self._held: Dict[_Key, Tuple[int, int, int]] = {}
-
-    def call(self, function: Callable[..., object], key: _Key, *args: object) -> int:
-        held = self._held.get(key)
-        if held is not None and (held[0] < 0 or self.tick_no < held[0]):
-            return held[2]
-        code = int(function(*args))  # type: ignore[call-overload]
-        if code == 0 and held is None:
-            return 0
-        if code in UNSUPPORTED:
-            self._held[key] = (-1, 0, code)
-        elif code in TRANSIENT:
-            failures = (held[1] if held is not None else 0) + 1
-            skipped = min(2 ** (failures - 1) - 1, MAX_SKIPPED_TICKS)
-            self._held[key] = (self.tick_no + skipped + 1, failures, code)
-        elif held is not None:
-            del self._held[key]
-        return code
-
-
-class _Out:
-    """One chip's values and codes while a tick is read."""
-
-    def __init__(self) -> None:
-        self.values: Dict[str, float] = {}
-        self.codes: Dict[str, int] = {}
-
-    def fail(self, names: Sequence[str], code: int) -> None:
-        for name in names:
-            self.codes[name] = code
-
-    def percent(self, name: str, code: int, value: int) -> None:
-        if code != 0:
-            self.codes[name] = code
-        elif 0 <= value <= 100:
-            self.values[name] = value
-        else:
-            self.codes[name] = INVALID_VALUE
-
-    def temperature(self, name: str, code: int, value: int) -> None:
-        if code != 0:
-            self.codes[name] = code
-        elif value >= _MIN_TEMPERATURE_C:
-            self.values[name] = value
-        else:
-            self.codes[name] = INVALID_VALUE
-
-
-class Reader:
+class Reader(Enumerator):
     """Reads the library's chips: ``init()`` once, ``inventory()``, then ``tick(refs)`` per tick."""
 
     def __init__(self, library: CallSurface) -> None:
-        self.library = library
-        self._init_code: Optional[int] = None
-        self._gate = _Gate()
+        super().__init__(library)
+        self._gate = Gate()
         self._first_chip: Dict[int, int] = {}  # card → its lowest NPU device ID (inventory)
         self._error_texts: Dict[int, str] = {}  # error code → the library's text (it never changes)
         self._functions: Dict[str, Callable[..., object]] = {}  # name → callable (_function)
@@ -164,174 +76,6 @@ class Reader:
         self._uint_pointer = ctypes.pointer(self._uint)
         self._int = ctypes.c_int(0)
         self._int_pointer = ctypes.pointer(self._int)
-
-    # --- initialisation and enumeration -------------------------------------------------------
-
-    def init(self) -> int:
-        """``dcmi_init``'s code (called once; later calls return the first answer)."""
-        if self._init_code is None:
-            self._init_code = self.library.call("dcmi_init")
-        return self._init_code
-
-    def inventory(self) -> Inventory:
-        """Versions and every NPU chip with its slow facts (MCUs and other units skipped)."""
-        codes: Dict[str, int] = {}
-        dcmi_version = self._version("dcmi_get_dcmi_version", "dcmi_version", codes)
-        driver_version = self._version("dcmi_get_driver_version", "driver_version", codes)
-        cards = self._card_list(codes)
-        chips: List[ChipFacts] = []
-        card_codes: Dict[int, int] = {}
-        skipped = 0
-        for card in cards:
-            devices, unit_skips, code = self._devices(card)
-            skipped += unit_skips
-            if code != 0:
-                card_codes[card] = code
-            chips.extend(self._facts(card, device) for device in devices)
-            if devices:
-                self._first_chip[card] = min(devices)
-        return Inventory(dcmi_version, driver_version, tuple(chips), card_codes, skipped, codes)
-
-    def _version(self, function: str, name: str, codes: Dict[str, int]) -> Optional[str]:
-        buffer = ctypes.create_string_buffer(abi.VERSION_BYTES + _SPARE)
-        code = self.library.call(function, buffer, abi.VERSION_BYTES)
-        if code != 0:
-            codes[name] = code
-            return None
-        return abi.text_field(buffer.raw[: abi.VERSION_BYTES]) or None
-
-    def _card_list(self, codes: Dict[str, int]) -> List[int]:
-        count = ctypes.c_int(0)
-        cards = (ctypes.c_int * (abi.MAX_CARDS + _SPARE))()
-        code = self.library.call("dcmi_get_card_list", ctypes.pointer(count), cards, abi.MAX_CARDS)
-        if code == SYMBOL_MISSING or code in UNSUPPORTED:  # the V1 name, deprecated but older
-            count.value = 0
-            older = self.library.call("dcmi_get_card_num_list", ctypes.pointer(count), cards, abi.MAX_CARDS)
-            code = code if older == SYMBOL_MISSING else older
-        if code == 0 and not 0 <= count.value <= abi.MAX_CARDS:  # -1, 0xFF…: not a count of cards
-            code = INVALID_VALUE
-        if code != 0:
-            codes["card_list"] = code
-            return []
-        listed = cards[: count.value]
-        if any(card < 0 for card in listed):  # a card ID is never negative: a 0xFF-filled list
-            codes["card_list"] = INVALID_VALUE
-        # The real card IDs: not necessarily 0..N-1.
-        return list(dict.fromkeys(card for card in listed if card >= 0))
-
-    def _devices(self, card: int) -> Tuple[List[int], int, int]:
-        """The card's NPU device IDs, how many units were skipped, and the listing's code."""
-        most, mcu, cpu = ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1)
-        code = self.library.call(
-            "dcmi_get_device_id_in_card", card, ctypes.pointer(most), ctypes.pointer(mcu), ctypes.pointer(cpu)
-        )
-        if code != 0:
-            mcu.value = -1
-            most.value = 0
-            fallback = self.library.call("dcmi_get_device_num_in_card", card, ctypes.pointer(most))
-            code = code if fallback == SYMBOL_MISSING else fallback
-        if code == 0 and not 0 <= most.value <= MAX_DEVICES_PER_CARD:
-            code = INVALID_VALUE  # a negative or 0xFF… count: no chip of it is believed
-        if code != 0:
-            return [], 0, code
-        devices: List[int] = []
-        skipped = 1 if mcu.value >= max(0, most.value) else 0  # an MCU outside the chip range
-        for device in range(most.value):
-            if device == mcu.value or not self._is_npu(card, device):
-                skipped += 1
-            else:
-                devices.append(device)
-        return devices, skipped, 0
-
-    def _is_npu(self, card: int, device: int) -> bool:
-        unit = ctypes.c_int(abi.UNIT_NPU)
-        code = self.library.call("dcmi_get_device_type", card, device, ctypes.pointer(unit))
-        return code != 0 or unit.value == abi.UNIT_NPU  # unknown type: keep the chip
-
-    def _ref(self, card: int, device: int, codes: Dict[str, int]) -> ChipRef:
-        logic = ctypes.c_int(-1)
-        code = self.library.call("dcmi_get_device_logic_id", ctypes.pointer(logic), card, device)
-        if code == 0 and logic.value < 0:
-            code = INVALID_VALUE
-        if code != 0:
-            codes["logic_id"] = codes["phy_id"] = code
-            return ChipRef(card, device)
-        phy = ctypes.c_uint(0)
-        code = self.library.call("dcmi_get_device_phyid_from_logicid", logic.value, ctypes.pointer(phy))
-        if code != 0:
-            codes["phy_id"] = code
-        return ChipRef(card, device, logic.value, phy.value if code == 0 else None)
-
-    def _facts(self, card: int, device: int) -> ChipFacts:
-        codes: Dict[str, int] = {}
-        ref = self._ref(card, device, codes)
-        info = self._chip_info(card, device, codes)
-        pcie = self._struct("dcmi_get_device_pcie_info_v2", abi.PcieInfoAll, codes, "pcie_info", card, device)
-        board = self._struct("dcmi_get_device_board_info", abi.BoardInfo, codes, "board_info", card, device)
-        return ChipFacts(
-            ref=ref,
-            chip_name=_text(info, "chip_name"),
-            chip_type=_text(info, "chip_type"),
-            chip_version=_text(info, "chip_ver"),
-            npu_name=_text(info, "npu_name"),
-            aicore_count=info.aicore_cnt if info else None,
-            vdie_id=self._vdie(card, device, codes),
-            bus_id=_bus_id(pcie) if pcie else None,
-            pci_device_id=pcie.deviceid if pcie else None,
-            board_id=board.board_id if board else None,
-            product_type=self._product_type(card, device, codes),
-            aicore_rated_freq_mhz=self._rated_freq(card, device, codes),
-            codes=codes,
-        )
-
-    def _chip_info(self, card: int, device: int, codes: Dict[str, int]) -> Optional[_AnyChipInfo]:
-        info = self._struct("dcmi_get_device_chip_info_v2", abi.ChipInfoV2, codes, "chip_info", card, device)
-        if info is not None:
-            return info
-        first = codes.pop("chip_info")
-        older = self._struct("dcmi_get_device_chip_info", abi.ChipInfo, codes, "chip_info", card, device)
-        if older is None and codes["chip_info"] == SYMBOL_MISSING:
-            codes["chip_info"] = first
-        return older
-
-    def _struct(
-        self, function: str, kind: Type[abi.S], codes: Dict[str, int], name: str, *args: int
-    ) -> Optional[abi.S]:
-        buffer = abi.output_buffer()
-        code = self.library.call(function, *args, buffer)
-        if code != 0:
-            codes[name] = code
-            return None
-        return abi.read_struct(buffer, kind)
-
-    def _vdie(self, card: int, device: int, codes: Dict[str, int]) -> Optional[str]:
-        buffer = abi.output_buffer()
-        code = self.library.call("dcmi_get_device_die_v2", card, device, abi.DIE_VDIE, buffer)
-        words = list(abi.read_struct(buffer, abi.DieId).soc_die) if code == 0 else []
-        if code == 0 and not any(words):
-            code = INVALID_VALUE  # all zeros: no key at all
-        if code != 0:
-            codes["vdie_id"] = code
-            return None
-        return "-".join(f"{word:08X}" for word in words)
-
-    def _product_type(self, card: int, device: int, codes: Dict[str, int]) -> Optional[str]:
-        buffer = ctypes.create_string_buffer(abi.PRODUCT_TYPE_BYTES + _SPARE)
-        code = self.library.call("dcmi_get_product_type", card, device, buffer, abi.PRODUCT_TYPE_BYTES)
-        if code != 0:
-            codes["product_type"] = code
-            return None
-        return abi.text_field(buffer.raw[: abi.PRODUCT_TYPE_BYTES]) or None
-
-    def _rated_freq(self, card: int, device: int, codes: Dict[str, int]) -> Optional[int]:
-        rated = ctypes.c_uint(0)
-        code = self.library.call(
-            "dcmi_get_device_frequency", card, device, abi.FREQ_AICORE_MAX, ctypes.pointer(rated)
-        )
-        if code != 0:
-            codes["aicore_rated_freq_mhz"] = code
-            return None
-        return rated.value
 
     # --- one tick ------------------------------------------------------------------------------
     #
@@ -387,7 +131,7 @@ class Reader:
 
     def _tick_chip(self, ref: ChipRef, first_of_card: bool) -> ChipTick:
         card, device = ref.card_id, ref.device_id
-        out = _Out()
+        out = Out()
         code, health = self._scalar(card, device, "health", "dcmi_get_device_health")
         if code != 0:
             out.codes["health"] = code
@@ -415,7 +159,7 @@ class Reader:
             board_power=board_power,
         )
 
-    def _power(self, ref: ChipRef, first_of_card: bool, out: _Out) -> bool:
+    def _power(self, ref: ChipRef, first_of_card: bool, out: Out) -> bool:
         """Chip power; a 310P's board power (MCU) on the card's first chip when the chip has none."""
         code, tenths = self._signed(ref.card_id, ref.device_id, "power", "dcmi_get_device_power_info")
         if code == 0:
@@ -434,7 +178,7 @@ class Reader:
             return False
         return _watts(out, board.value)
 
-    def _hbm(self, card: int, device: int, out: _Out) -> None:
+    def _hbm(self, card: int, device: int, out: Out) -> None:
         code, hbm = self._read(card, device, "hbm_info", "dcmi_get_device_hbm_info", abi.HbmInfo)
         if code != 0:
             out.fail(HBM_FIELDS, code)
@@ -446,7 +190,7 @@ class Reader:
         out.temperature("hbm_temperature_c", 0, hbm.temp)
         out.percent("hbm_bandwidth_percent", 0, hbm.bandwith_util_rate)
 
-    def _memory(self, card: int, device: int, out: _Out) -> None:
+    def _memory(self, card: int, device: int, out: Out) -> None:
         """DDR through ``memory_info_v3`` (with huge pages), else ``_v2`` (GPUStack's order)."""
         function = "dcmi_get_device_memory_info_v3"
         code, memory = self._read(card, device, "memory_v3", function, abi.MemoryInfoV3)
@@ -468,7 +212,7 @@ class Reader:
         out.values["memory_total_mib"] = memory2.memory_size
         out.values["memory_used_mib"] = memory2.memory_size * memory2.utiliza // 100
 
-    def _frequency_and_voltage(self, card: int, device: int, out: _Out) -> None:
+    def _frequency_and_voltage(self, card: int, device: int, out: Out) -> None:
         function = "dcmi_get_device_frequency"
         code, mhz = self._scalar(card, device, "freq:current", function, abi.FREQ_AICORE_CURRENT)
         if code != 0:
@@ -483,7 +227,7 @@ class Reader:
         else:
             out.values["voltage_v"] = hundredths / 100
 
-    def _ecc(self, card: int, device: int, out: _Out) -> None:
+    def _ecc(self, card: int, device: int, out: Out) -> None:
         # dcmi_ecc_info grew from 28 to 36 bytes in newer headers: _read's buffer has room.
         function = "dcmi_get_device_ecc_info"
         code, ecc = self._read(card, device, "ecc:hbm", function, abi.EccInfo, abi.ECC_HBM)
@@ -495,7 +239,7 @@ class Reader:
         isolated = ecc.single_bit_isolated_pages_cnt + ecc.double_bit_isolated_pages_cnt
         out.values["ecc_isolated_pages"] = isolated
 
-    def _processes(self, card: int, device: int, out: _Out) -> Optional[Tuple[ProcessRecord, ...]]:
+    def _processes(self, card: int, device: int, out: Out) -> Optional[Tuple[ProcessRecord, ...]]:
         buffer = _ProcessBuffer()
         count = self._int
         count.value = 0
@@ -510,7 +254,7 @@ class Reader:
         rows = (abi.ProcMemInfo * listed).from_buffer_copy(buffer.raw[: listed * _PROCESS_BYTES])
         return tuple(ProcessRecord(row.proc_id, row.proc_mem_usage) for row in rows)
 
-    def _error_codes(self, card: int, device: int, out: _Out) -> Tuple[ErrorCodeRecord, ...]:
+    def _error_codes(self, card: int, device: int, out: Out) -> Tuple[ErrorCodeRecord, ...]:
         count = self._int
         count.value = 0
         listed = _ErrorCodeList()
@@ -546,20 +290,9 @@ def _missing(*args: object) -> int:
     return SYMBOL_MISSING
 
 
-def _text(info: Optional[_AnyChipInfo], name: str) -> Optional[str]:
-    """A text field of chip info, ``None`` when absent or empty (``npu_name`` is v2 only)."""
-    raw = getattr(info, name, None) if info is not None else None
-    return (abi.text_field(raw) or None) if raw is not None else None
-
-
-def _watts(out: _Out, tenths: int) -> bool:
+def _watts(out: Out, tenths: int) -> bool:
     if 0 <= tenths < _INT32_LIMIT:
         out.values["power_w"] = tenths / 10
         return True
     out.codes["power_w"] = INVALID_VALUE
     return False
-
-
-def _bus_id(pcie: abi.PcieInfoAll) -> str:
-    """``0000:c1:00.0``: sysfs' lower-case spelling (npu-smi prints upper case)."""
-    return f"{max(0, pcie.domain):04x}:{pcie.bdf_busid:02x}:{pcie.bdf_deviceid:02x}.{pcie.bdf_funcid:x}"

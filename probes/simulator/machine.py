@@ -1,4 +1,8 @@
-"""Provides Simulation: a scenario built as a sysroot tree with a fake npu-smi inside it."""
+"""Provides Simulation: a scenario built as a sysroot tree with a fake npu-smi inside it.
+
+The tree is written by ``machine_tree.build_tree`` in a folder ``demo_folders`` picks; this
+module starts, forks (``PendingSimulation``) and ends a demo.
+"""
 
 from __future__ import annotations
 
@@ -12,37 +16,40 @@ import sys
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Dict, Mapping, NoReturn, Optional, Tuple, Type, Union, cast
+from typing import Dict, Mapping, NoReturn, Optional, Tuple, Type, cast
 
-from npuwatch.model import ProcessHostInfo
-from npuwatch.probes.host import FoundProcess
 from npuwatch.probes.simulator.catalog import get_scenario, list_scenarios
 from npuwatch.probes.simulator.default import DEFAULT_SCENARIO
-from npuwatch.probes.simulator.dynamics import process_cpu_percent
+from npuwatch.probes.simulator.demo_folders import (
+    DEMO_PREFIX,
+    OWNER_FILE,
+    RAM_FOLDER,
+    RAM_FOLDER_MIN_FREE,
+    demo_folder,
+    sweep_stale_demo_trees,
+)
 from npuwatch.probes.simulator.fake_npu_smi import STATE_FILE, elapsed_s
-from npuwatch.probes.simulator.scenarios import ProcessSpec, Scenario, Versions
+from npuwatch.probes.simulator.machine_tree import CANN_PYTHON_DEPS, SimulatedProcessLookup, build_tree
+from npuwatch.probes.simulator.scenarios import Scenario
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.probes.tree_trust import TRUST_VARIABLE
 
-if TYPE_CHECKING:
-    from npuwatch.probes.sysroot_builder import SysrootBuilder
-
-__all__ = ["PendingSimulation", "SimulatedProcessLookup", "Simulation", "build_tree", "list_scenarios"]
+__all__ = [
+    "CANN_PYTHON_DEPS",
+    "DEMO_PREFIX",
+    "OWNER_FILE",
+    "RAM_FOLDER",
+    "RAM_FOLDER_MIN_FREE",
+    "PendingSimulation",
+    "SimulatedProcessLookup",
+    "Simulation",
+    "build_tree",
+    "demo_folder",
+    "list_scenarios",
+    "sweep_stale_demo_trees",
+]
 
 NPU_SMI_PATH = PurePosixPath("/usr/local/bin/npu-smi")
-
-#: The temp folders a demo makes (``<prefix><scenario>-XXXX``) and the file naming their owner's PID.
-DEMO_PREFIX = "npuwatch-demo-"
-OWNER_FILE = "owner.pid"
-#: Where a demo's tree goes when no ``TMPDIR`` (``TEMP``, ``TMP``) names a folder: a RAM-backed
-#: one, when the machine has one that allows executables and has room.  A tree is about 660 small
-#: files written at start (over 0.2 s on some disks, tens of ms in RAM), and the DCMI demo rewrites
-#: its state file every tick; the fake npu-smi runs from the tree and the fake libdcmi.so is loaded
-#: from it, so a ``noexec`` folder is never used.
-RAM_FOLDER = "/dev/shm"
-#: The room the RAM folder must have left to be used (a tree takes about 10 MB).
-RAM_FOLDER_MIN_FREE = 256 * 1024 * 1024
-_TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
 
 _SCRIPT = """#!{python}
 # npuwatch demo: a simulated npu-smi (scenario {scenario}); see npuwatch.probes.simulator.
@@ -53,122 +60,6 @@ from npuwatch.probes.simulator.fake_npu_smi import main
 
 sys.exit(main(sys.argv[1:], Path({directory!r})))
 """
-
-
-class SimulatedProcessLookup:
-    """``ProcessLookup`` for the scenario's PIDs: the demo's processes are not real host ones."""
-
-    def __init__(self, scenario: Scenario, started_at: float, seed: int) -> None:
-        self.scenario = scenario
-        self.started_at = started_at
-        self.seed = seed
-        self._by_pid: Dict[int, ProcessSpec] = {p.pid: p for p in scenario.processes}
-
-    def _running(self, pid: int, now_s: float) -> Optional[Tuple[ProcessSpec, float]]:
-        spec = self._by_pid.get(pid)
-        if spec is None:
-            return None
-        since = now_s - spec.start_s
-        if since < 0:
-            return None
-        if spec.period_s is not None:
-            since = since % spec.period_s
-        if spec.duration_s is not None and since >= spec.duration_s:
-            return None
-        return spec, now_s - since  # the demo second it (last) started
-
-    def lookup(self, pid: int) -> Union[FoundProcess, str]:
-        """The simulated task name, user, command, CPU %, RSS and start time of ``pid``."""
-        now_s = elapsed_s(self.started_at)  # one instant for the whole answer
-        found = self._running(pid, now_s)
-        if found is None:
-            return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
-        spec, started_s = found
-        info = ProcessHostInfo(
-            user=spec.user,
-            command=spec.command,
-            cpu_percent=process_cpu_percent(spec, now_s, self.seed),
-            rss_bytes=spec.rss_mib * 1024 * 1024,
-            start_time_s=self.started_at + started_s,
-        )
-        return FoundProcess(spec.name, info)
-
-
-def _release(version: str) -> Tuple[int, ...]:
-    """``8.1.RC1`` → ``(8, 1)``: the leading numbers, compared as numbers, not text."""
-    numbers = []
-    for part in version.split("."):
-        if not part.isdigit():
-            break
-        numbers.append(int(part))
-    return tuple(numbers)
-
-
-def build_tree(scenario: Scenario, root: Path) -> SysrootBuilder:
-    """Write the scenario's machine (PCI, /dev, install files, container markers) under ``root``."""
-    from npuwatch.probes.soc import soc_from_device_id
-    from npuwatch.probes.sysroot_builder import SysrootBuilder
-
-    builder = SysrootBuilder(root)
-    numa = {0: 0, 1: 0, 2: 1, 3: 1}
-    for pci in scenario.pci:
-        bus = int(pci.bdf.split(":")[1], 16)
-        builder.add_pci_function(
-            pci.bdf,
-            pci.device_id,
-            subsystem_device_id=pci.subsystem_device_id,
-            numa_node=numa.get(bus >> 6, 0),
-            current_speed=pci.current_speed,
-            max_speed=pci.max_speed,
-            current_width=pci.current_width,
-            max_width=pci.max_width,
-            bound=scenario.driver_bound,
-        )
-    davinci = scenario.davinci_ids
-    if davinci is None:
-        davinci = tuple(chip.phy_id for chip in scenario.chips)
-    builder.add_dev_nodes(davinci, managers=scenario.manager_nodes)
-    if scenario.container is not None:
-        builder.mark_container(scenario.container, host_pid=scenario.host_pid_namespace)
-    else:
-        builder.set_host_pid_namespace(scenario.host_pid_namespace)
-    versions = scenario.versions
-    # The range real 25.x/26.x drivers accept reaches the 7.8 firmware of the newest scenarios.
-    builder.install_driver(versions.driver, firmware=versions.firmware, compatible_fw="[7.0.0,7.8.99]")
-    layout = "cann" if _release(versions.cann) >= (8, 5) else "toolkit"  # CANN 8.5 moved the tree
-    socs = {soc_from_device_id(pci.device_id) for pci in scenario.pci}
-    builder.install_cann(versions.cann, layout, sourced=True, kernel_socs=sorted(s for s in socs if s))
-    _install_python(builder, versions)
-    return builder
-
-
-#: What CANN's operator compiler imports (runtime-and-doctor.md §10 row 8), as pip names.
-CANN_PYTHON_DEPS = (
-    ("decorator", "5.1.1", "decorator"),
-    ("sympy", "1.12", "sympy"),
-    ("cffi", "1.16.0", "cffi"),
-    ("protobuf", "4.25.3", "google.protobuf"),
-    ("attrs", "23.2.0", "attr"),
-    ("PyYAML", "6.0.1", "yaml"),
-    ("psutil", "5.9.8", "psutil"),
-    ("numpy", "1.26.4", "numpy"),
-    ("scipy", "1.12.0", "scipy"),
-    ("requests", "2.31.0", "requests"),
-    ("absl-py", "2.1.0", "absl"),
-)
-
-
-def _install_python(builder: SysrootBuilder, versions: Versions) -> None:
-    """The machine's Python: CANN's compiler dependencies and, when set, torch with torch_npu."""
-    for name, version, module in CANN_PYTHON_DEPS:
-        builder.install_python_package(name, version, modules=[module])
-    if versions.torch is not None:
-        builder.install_python_package(
-            "torch", versions.torch, modules=["torch"],
-            files={"torch/version.py": f"__version__ = '{versions.torch}'\ncuda = None\n"},
-        )  # fmt: skip
-    if versions.torch_npu is not None:
-        builder.install_python_package("torch_npu", versions.torch_npu, modules=["torch_npu"])
 
 
 class Simulation:
@@ -283,7 +174,7 @@ def _make_demo_folder(chosen: Scenario) -> Path:
 
 def _fill(chosen: Scenario, root: Path, begun: float, seed: int) -> _Built:
     """Write the scenario's machine, its fake npu-smi and its DCMI library under ``root``."""
-    from npuwatch.probes.dcmi.fake.install import install as install_fake_dcmi
+    from npuwatch.probes.simulator.dcmi_fake.install import install as install_fake_dcmi
 
     builder = build_tree(chosen, root)
     state = {"scenario": chosen.name, "started_at": begun, "seed": seed}
@@ -434,81 +325,3 @@ def _status_text(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
     return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"status {status}"
-
-
-def demo_folder(environ: Optional[Mapping[str, str]] = None, ram_folder: Optional[str] = None) -> Path:
-    """The folder a demo's temporary tree goes in: the temp folder the user named (``TMPDIR``,
-    ``TEMP``, ``TMP``), else ``ram_folder`` (``RAM_FOLDER``) when it is usable (a folder we
-    may write in, not ``noexec``, with ``RAM_FOLDER_MIN_FREE`` left), else the default temp folder."""
-    env = os.environ if environ is None else environ
-    ram = RAM_FOLDER if ram_folder is None else ram_folder
-    named = any(env.get(name) for name in _TEMP_VARIABLES)
-    if not named and _usable_ram_folder(ram):
-        return Path(ram)
-    return Path(tempfile.gettempdir())
-
-
-def _usable_ram_folder(folder: str) -> bool:
-    try:
-        info = os.statvfs(folder)
-    except (OSError, AttributeError):  # absent, or no statvfs (not POSIX)
-        return False
-    noexec = getattr(os, "ST_NOEXEC", 8)  # Linux's MS_NOEXEC: the flag statvfs reports
-    return (
-        os.path.isdir(folder)
-        and os.access(folder, os.W_OK | os.X_OK)
-        and not info.f_flag & (noexec | os.ST_RDONLY)
-        and info.f_bavail * info.f_frsize >= RAM_FOLDER_MIN_FREE
-    )
-
-
-def sweep_stale_demo_trees(folder: Optional[Path] = None) -> None:
-    """Remove demo trees a killed npuwatch left in ``folder``, else in the demo folder and the
-    default temp folder (``kill -9`` skips its cleanup).
-
-    Only this user's trees that name their owner, and only when that owner is gone or is no
-    longer an npuwatch: a running demo's tree, a folder without the owner file and another
-    user's tree are never touched.
-    """
-    folders = (
-        [folder] if folder is not None else list(dict.fromkeys((demo_folder(), Path(tempfile.gettempdir()))))
-    )
-    for where in folders:
-        try:
-            candidates = list(where.glob(f"{DEMO_PREFIX}*"))
-        except OSError:
-            continue
-        for tree in candidates:
-            if _is_stale(tree):
-                shutil.rmtree(tree, ignore_errors=True)
-
-
-def _is_stale(tree: Path) -> bool:
-    try:
-        info = tree.lstat()
-        if not tree.is_dir() or tree.is_symlink() or info.st_uid != os.getuid():
-            return False
-        pid = int((tree / OWNER_FILE).read_text(encoding="ascii").strip())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    return pid != os.getpid() and not _is_npuwatch(pid)
-
-
-def _is_npuwatch(pid: int) -> bool:
-    """Whether ``pid`` runs and is an npuwatch (a recycled PID of another program does not count)."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = handle.read()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc (or hidden): trust that the PID lives
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
-        return True
-    return b"npuwatch" in cmdline or b"pytest" in cmdline or b"python" in cmdline

@@ -322,9 +322,10 @@ class _HangingFeed:
 
 def test_the_dashboard_gets_its_feed_while_the_first_sample_still_hangs(monkeypatch):
     import npuwatch.feeds as feeds
+    import npuwatch.feeds.opening as opening_module
 
     hanging = _HangingFeed()
-    monkeypatch.setattr(feeds, "open_feed", lambda *args, **kwargs: hanging)
+    monkeypatch.setattr(opening_module, "open_feed", lambda *args, **kwargs: hanging)
     opening = feeds.OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
     feed, _ = opening.result()  # does not wait for the sample
     assert feed is hanging and not hanging.release.is_set()
@@ -335,9 +336,10 @@ def test_the_dashboard_gets_its_feed_while_the_first_sample_still_hangs(monkeypa
 
 def test_closing_an_opening_feed_nobody_took_never_waits_for_a_hung_first_sample(monkeypatch):
     import npuwatch.feeds as feeds
+    import npuwatch.feeds.opening as opening_module
 
     hanging = _HangingFeed()
-    monkeypatch.setattr(feeds, "open_feed", lambda *args, **kwargs: hanging)
+    monkeypatch.setattr(opening_module, "open_feed", lambda *args, **kwargs: hanging)
     opening = feeds.OpeningFeed(FeedOptions(demo="a3", backend="npu-smi"))
     opening.close()
     assert hanging.closed and not hanging.sampled  # closed while its first sample still hangs

@@ -13,7 +13,7 @@ import ctypes
 import pytest
 
 from npuwatch.probes.dcmi import abi
-from npuwatch.probes.dcmi.fake import build
+from npuwatch.probes.simulator.dcmi_fake import build
 from tests.conftest import need
 
 NAMES = sorted(abi.STRUCTS)

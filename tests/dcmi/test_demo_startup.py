@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from npuwatch.probes.simulator import machine
+from npuwatch.probes.simulator import demo_folders
 from npuwatch.probes.simulator.machine import DEMO_PREFIX, OWNER_FILE, Simulation, demo_folder
 
 
@@ -46,14 +46,14 @@ def test_a_ram_folder_that_is_absent_noexec_read_only_or_full_is_not_used(tmp_pa
     noexec = getattr(os, "ST_NOEXEC", 8)
     for flag, free_blocks in ((noexec, real.f_bavail), (os.ST_RDONLY, real.f_bavail), (0, 1)):
         fake = SimpleNamespace(f_flag=real.f_flag | flag, f_bavail=free_blocks, f_frsize=real.f_frsize)
-        monkeypatch.setattr(machine.os, "statvfs", lambda path, fake=fake: fake)
+        monkeypatch.setattr(demo_folders.os, "statvfs", lambda path, fake=fake: fake)
         assert demo_folder({}, ram_folder=str(tmp_path)) == default, (flag, free_blocks)
 
 
 def test_a_demo_without_a_named_temp_folder_lives_in_the_ram_folder_and_leaves_nothing(
     tmp_path, monkeypatch, no_temp_variables
 ):
-    monkeypatch.setattr(machine, "RAM_FOLDER", str(tmp_path))
+    monkeypatch.setattr(demo_folders, "RAM_FOLDER", str(tmp_path))
     with Simulation.start("a3") as sim:
         assert sim.root.parent.parent == tmp_path
         assert (sim.root / "usr/local/bin/npu-smi").exists()
@@ -64,11 +64,11 @@ def test_a_killed_demos_tree_is_swept_from_the_default_temp_folder_too(tmp_path,
     ram, default = tmp_path / "ram", tmp_path / "default"
     ram.mkdir()
     default.mkdir()
-    monkeypatch.setattr(machine, "demo_folder", lambda *args: ram)
-    monkeypatch.setattr(machine.tempfile, "gettempdir", lambda: str(default))
+    monkeypatch.setattr(demo_folders, "demo_folder", lambda *args: ram)
+    monkeypatch.setattr(demo_folders.tempfile, "gettempdir", lambda: str(default))
     left = [folder / f"{DEMO_PREFIX}a3-dead" for folder in (ram, default)]
     for tree in left:
         tree.mkdir()
         (tree / OWNER_FILE).write_text("999999999\n")  # no such process
-    machine.sweep_stale_demo_trees()
+    demo_folders.sweep_stale_demo_trees()
     assert [tree.exists() for tree in left] == [False, False]

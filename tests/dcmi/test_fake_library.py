@@ -18,10 +18,10 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import pytest
 
 from npuwatch.probes.dcmi import abi
-from npuwatch.probes.dcmi.fake import build, standin
-from npuwatch.probes.dcmi.fake.state import STATE_VARIABLE, render
 from npuwatch.probes.runner import run
 from npuwatch.probes.simulator.catalog import SCENARIOS
+from npuwatch.probes.simulator.dcmi_fake import build, standin
+from npuwatch.probes.simulator.dcmi_fake.state import STATE_VARIABLE, render
 from npuwatch.probes.simulator.dynamics import MachineState, machine_state
 from tests.conftest import need
 
@@ -346,7 +346,7 @@ _CHILD = """
 import ctypes, sys
 which = sys.argv[1]
 if which == "python":
-    from npuwatch.probes.dcmi.fake import standin
+    from npuwatch.probes.simulator.dcmi_fake import standin
     lib = standin.load()
 else:
     lib = ctypes.CDLL(which)

@@ -13,12 +13,12 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from npuwatch.probes.dcmi import abi
-from npuwatch.probes.dcmi.fake import build, standin
-from npuwatch.probes.dcmi.fake import state as fake_state
-from npuwatch.probes.dcmi.fake.install import CHOICE_VARIABLE, LIBRARY_PATH, STANDIN
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.simulator import Simulation
 from npuwatch.probes.simulator.catalog import SCENARIOS
+from npuwatch.probes.simulator.dcmi_fake import build, standin
+from npuwatch.probes.simulator.dcmi_fake import state as fake_state
+from npuwatch.probes.simulator.dcmi_fake.install import CHOICE_VARIABLE, LIBRARY_PATH, STANDIN
 from npuwatch.probes.simulator.dynamics import ChipReading, MachineState, machine_state
 from npuwatch.probes.simulator.render import render_info
 from npuwatch.probes.simulator.render_kv import render_query
@@ -78,7 +78,7 @@ def test_every_demo_places_its_library_and_names_its_state(name: str, frozen: No
             return
         state_path = Path(sim.environ[fake_state.STATE_VARIABLE])
         assert state_path.parent == sim.npu_smi.parent  # beside npu-smi.json
-        assert sim.environ[fake_state.REFRESH_VARIABLE] == "npuwatch.probes.dcmi.fake.state:refresh"
+        assert sim.environ[fake_state.REFRESH_VARIABLE] == "npuwatch.probes.simulator.dcmi_fake.state:refresh"
         assert state_path.read_text() == fake_state.render(machine_state(scenario, float(NOW_S), sim.seed))
         if sim.dcmi_library == STANDIN:
             assert sim.dcmi_kind.startswith("fake DCMI (pure-Python stand-in: ")

@@ -742,7 +742,7 @@ def test_an_impossible_v2_utilisation_is_a_failure():
 
 # --- against the fake library of the demos: the C build (real ctypes path) and its Python twin -----
 
-STANDIN = "python:npuwatch.probes.dcmi.fake.standin"
+STANDIN = "python:npuwatch.probes.simulator.dcmi_fake.standin"
 
 
 def _chip_state(card: int, dev: int, logic: int, phy: int, name: str, ints: Dict[str, int]) -> List[str]:
@@ -842,7 +842,7 @@ class FakeLibrary:
 
 @pytest.fixture(scope="module")
 def built_fakes(tmp_path_factory):
-    from npuwatch.probes.dcmi.fake import build
+    from npuwatch.probes.simulator.dcmi_fake import build
 
     cache = tmp_path_factory.mktemp("fake-dcmi-cache")
     full = build.build(cache_dir=cache)
@@ -862,7 +862,7 @@ def fake_library(request, tmp_path, monkeypatch):
 
     def make(variant: str = "full") -> FakeLibrary:
         if request.param == "python":
-            from npuwatch.probes.dcmi.fake import standin
+            from npuwatch.probes.simulator.dcmi_fake import standin
 
             return FakeLibrary(STANDIN, standin.load(), state)
         path = request.getfixturevalue("built_fakes")[variant]

@@ -316,8 +316,8 @@ def test_open_dcmi_source_takes_the_library_from_the_environment(monkeypatch):
 
 @pytest.fixture(params=["c", "python"])
 def fake_library(request: pytest.FixtureRequest) -> str:
-    from npuwatch.probes.dcmi.fake import build
-    from npuwatch.probes.dcmi.fake.install import STANDIN
+    from npuwatch.probes.simulator.dcmi_fake import build
+    from npuwatch.probes.simulator.dcmi_fake.install import STANDIN
 
     if request.param == "python":
         return STANDIN
@@ -329,8 +329,8 @@ def fake_library(request: pytest.FixtureRequest) -> str:
 
 def _machine(path: Path, faults: str = "") -> None:
     """The 910b-training demo's state at a fixed instant, with ``faults`` lines added."""
-    from npuwatch.probes.dcmi.fake.state import render
     from npuwatch.probes.simulator.catalog import SCENARIOS
+    from npuwatch.probes.simulator.dcmi_fake.state import render
     from npuwatch.probes.simulator.dynamics import machine_state
 
     temporary = path.with_suffix(".next")
@@ -339,7 +339,7 @@ def _machine(path: Path, faults: str = "") -> None:
 
 
 def _fake_source(library: str, state: Path, timeout_s: float = 10.0) -> DcmiSource:
-    from npuwatch.probes.dcmi.fake.state import STATE_VARIABLE
+    from npuwatch.probes.simulator.dcmi_fake.state import STATE_VARIABLE
 
     return open_dcmi_source(library, "/", "demo:test", timeout_s, {STATE_VARIABLE: str(state)})
 

@@ -21,7 +21,7 @@ from typing import List
 
 import psutil
 
-from npuwatch.probes.dcmi import worker
+from npuwatch.probes.dcmi.worker import watchdog as worker_watchdog
 from tests.conftest import REPO
 from tests.dcmi.helpers import gone
 
@@ -101,10 +101,10 @@ def test_the_watchdog_wakes_when_the_request_pipe_closes_and_ends_the_group_once
             polls.append(timeout_ms)
             return self._poll.poll(timeout_ms)
 
-    monkeypatch.setattr(worker.select, "poll", CountingPoll)
-    monkeypatch.setattr(worker.os, "getppid", lambda: parents[-1])
-    monkeypatch.setattr(worker, "_end_group", lambda: ended.append("ended"))
-    watchdog = threading.Thread(target=worker._watch_parent, args=(parents[0], requests), daemon=True)
+    monkeypatch.setattr(worker_watchdog.select, "poll", CountingPoll)
+    monkeypatch.setattr(worker_watchdog.os, "getppid", lambda: parents[-1])
+    monkeypatch.setattr(worker_watchdog, "end_group", lambda: ended.append("ended"))
+    watchdog = threading.Thread(target=worker_watchdog.watch_parent, args=(parents[0], requests), daemon=True)
     watchdog.start()
     try:
         time.sleep(0.3)

@@ -23,8 +23,8 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import pytest
 
-from npuwatch.probes.dcmi.fake.build import compiler_command
 from npuwatch.probes.simulator import Simulation
+from npuwatch.probes.simulator.dcmi_fake.build import compiler_command
 from tests.conftest import need
 from tests.hostile.test_verdicts import DEADLINE_S, FULL_TABLE, build_machine, run_npuwatch
 

@@ -16,7 +16,7 @@ DATA_FILES = {
     "npuwatch/snapshot-v1.schema.json": "npuwatch/snapshot-v1.schema.json",
     "widgets/tui/npuwatch.tcss": "npuwatch/widgets/tui/npuwatch.tcss",
     # the demos' fake libdcmi.so, compiled on first use where a C compiler exists
-    "probes/dcmi/fake/fake_dcmi.c": "npuwatch/probes/dcmi/fake/fake_dcmi.c",
+    "probes/simulator/dcmi_fake/fake_dcmi.c": "npuwatch/probes/simulator/dcmi_fake/fake_dcmi.c",
 }
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from npuwatch.judge.fault_codes import FaultHandling, handling_of
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS, limits_for
-from npuwatch.probes.dcmi.fake.state import render as render_dcmi_state
 from npuwatch.probes.npu_smi.reports import parse_common, parse_health, parse_usages
 from npuwatch.probes.npu_smi.table import parse_info
 from npuwatch.probes.simulator import Simulation
 from npuwatch.probes.simulator.catalog import SCENARIOS, list_scenarios
+from npuwatch.probes.simulator.dcmi_fake.state import render as render_dcmi_state
 from npuwatch.probes.simulator.dynamics import ChipReading, MachineState, machine_state
 from npuwatch.probes.simulator.render import render_info
 from npuwatch.probes.simulator.render_kv import render_query

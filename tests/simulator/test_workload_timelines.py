@@ -20,12 +20,12 @@ from npuwatch.chip_source import ChipSource, close_source
 from npuwatch.judge.limits import DEFAULT_THRESHOLDS
 from npuwatch.judge.workload import observe
 from npuwatch.model import ChipSample, Snapshot, Throttling, Workload, WorkloadClass
-from npuwatch.probes.dcmi.fake.state import REFRESH_VARIABLE, STATE_VARIABLE, write_for
 from npuwatch.probes.dcmi.source import open_dcmi_source
 from npuwatch.probes.host import HostProbe
 from npuwatch.probes.npu_smi import NpuSmi
 from npuwatch.probes.npu_smi.source import NpuSmiSource
 from npuwatch.probes.simulator import Simulation
+from npuwatch.probes.simulator.dcmi_fake.state import REFRESH_VARIABLE, STATE_VARIABLE, write_for
 from npuwatch.probes.sysroot import Sysroot
 from npuwatch.sampler import Sampler
 

@@ -3,7 +3,7 @@
 With a C compiler, ``fake_dcmi.c`` is built (once per user: ``build.py``'s cache) without the
 scenario's omitted functions and copied to ``<root>/usr/local/dcmi/libdcmi.so``, where the driver
 package puts the real one; without one (or with ``NPUWATCH_FAKE_DCMI=python``) the demo names the
-pure-Python stand-in ``python:npuwatch.probes.dcmi.fake.standin``.  A scenario without DCMI
+pure-Python stand-in ``python:npuwatch.probes.simulator.dcmi_fake.standin``.  A scenario without DCMI
 (``DcmiSpec(present=False)``) gets no library at all: ``/usr/local/dcmi`` is removed from the tree.
 The first state file is written here; the environment names it and the refresh function.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
-from npuwatch.probes.dcmi.fake import build
-from npuwatch.probes.dcmi.fake.state import (
+from npuwatch.probes.simulator.dcmi_fake import build
+from npuwatch.probes.simulator.dcmi_fake.state import (
     REFRESH_FUNCTION,
     REFRESH_VARIABLE,
     STATE_FILE,
@@ -29,7 +29,7 @@ from npuwatch.probes.simulator.scenarios import Scenario
 #: Where the driver package installs libdcmi.so (driver-interfaces.md §6.1), inside the tree.
 LIBRARY_PATH = "usr/local/dcmi/libdcmi.so"
 #: The loader's name for the stand-in.
-STANDIN = "python:npuwatch.probes.dcmi.fake.standin"
+STANDIN = "python:npuwatch.probes.simulator.dcmi_fake.standin"
 #: ``python`` forces the stand-in (a machine without a compiler, on one that has it).
 CHOICE_VARIABLE = "NPUWATCH_FAKE_DCMI"
 

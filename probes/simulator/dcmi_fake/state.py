@@ -31,7 +31,7 @@ from npuwatch.probes.simulator.scenarios import ChipSpec, DcmiFault, Layout, Sce
 STATE_VARIABLE = "NPUWATCH_FAKE_DCMI_STATE"
 #: The "module:function" the DCMI worker calls before each tick (demos only).
 REFRESH_VARIABLE = "NPUWATCH_FAKE_DCMI_REFRESH"
-REFRESH_FUNCTION = "npuwatch.probes.dcmi.fake.state:refresh"
+REFRESH_FUNCTION = "npuwatch.probes.simulator.dcmi_fake.state:refresh"
 #: The state file's name, beside the fake npu-smi's ``npu-smi.json``.
 STATE_FILE = "fake-dcmi.state"
 

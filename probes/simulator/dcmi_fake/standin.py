@@ -6,439 +6,40 @@ without those symbols), taking the arguments ctypes would pass (``byref``/``poin
 buffers, addresses, ints), writing the results through them and returning the same ``int``
 codes.  It reads the same state file (``NPUWATCH_FAKE_DCMI_STATE``) with the same rules as the C
 code: the format is described at the top of ``fake_dcmi.c``, and every rule below mirrors one
-there (a test proves both answer alike, byte for byte).  Its state (initialisation, call
+there (a test proves both answer alike, byte for byte): ``standin_state`` reads the file,
+``standin_args`` takes the arguments as C does, ``standin_core`` holds the C helpers, and this
+module the exported functions.  Its state (initialisation, call
 counters) is one per process, like a library ``dlopen`` returns once.  The loader names it
-``python:npuwatch.probes.dcmi.fake.standin``.
+``python:npuwatch.probes.simulator.dcmi_fake.standin``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import re
-import signal
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple, Type
+from typing import Tuple, Type
 
 from npuwatch.probes.dcmi import abi
-
-STATE_VARIABLE = "NPUWATCH_FAKE_DCMI_STATE"
-
-# The C file's limits (fake_dcmi.c): lines, texts, keys and table sizes.
-_LINE_BYTES = 1024
-_MAX_FILE_BYTES = 1024 * 1024
-_TEXT_BYTES = 256
-_KEY_BYTES = 32
-_NAME_BYTES = 64
-_LIMITS = {
-    "cards": 64,
-    "chips": 256,
-    "ints": 8192,
-    "texts": 1024,
-    "procs": 2048,
-    "errors": 1024,
-    "faults": 256,
-}
-_MAX_PROCS_PER_CHIP = 32
-_MAX_COUNTERS = 4096
-_TOKEN = re.compile(rb"[ \t]*([^ \t]+)")
-#: The common ``i CARD DEV KEY VALUE`` line in plain decimals: parsed in one match (the general
-#: path gives the same result, slower).
-_DECIMAL = rb"(-?(?:[1-9][0-9]{0,17}|0))"
-_PLAIN_INT = re.compile(
-    rb"i[ \t]+"
-    + _DECIMAL
-    + rb"[ \t]+"
-    + _DECIMAL
-    + rb"[ \t]+([^ \t]{1,31})[ \t]+"
-    + _DECIMAL
-    + rb"(?:[ \t]|\Z)"
+from npuwatch.probes.simulator.dcmi_fake.standin_args import INVALID_DEVICE_ID as _INVALID_DEVICE_ID
+from npuwatch.probes.simulator.dcmi_fake.standin_args import INVALID_PARAMETER as _INVALID_PARAMETER
+from npuwatch.probes.simulator.dcmi_fake.standin_args import NOT_SUPPORT as _NOT_SUPPORT
+from npuwatch.probes.simulator.dcmi_fake.standin_args import OK as _OK
+from npuwatch.probes.simulator.dcmi_fake.standin_args import address as _address
+from npuwatch.probes.simulator.dcmi_fake.standin_args import name as _name
+from npuwatch.probes.simulator.dcmi_fake.standin_args import number as _number
+from npuwatch.probes.simulator.dcmi_fake.standin_args import put as _put
+from npuwatch.probes.simulator.dcmi_fake.standin_args import put_text as _put_text
+from npuwatch.probes.simulator.dcmi_fake.standin_args import zeroed as _zeroed
+from npuwatch.probes.simulator.dcmi_fake.standin_core import FakeCore
+from npuwatch.probes.simulator.dcmi_fake.standin_state import (
+    MAX_PROCS_PER_CHIP,
+    STATE_VARIABLE,
+    read_omitted,
 )
-_INTEGER = re.compile(rb"^[+-]?(0[xX][0-9a-fA-F]+|[1-9][0-9]*|0[0-7]*)$")
-_LLONG = (-(1 << 63), (1 << 63) - 1)
 
-_OK = abi.DCMI_OK
-_INVALID_PARAMETER = abi.INVALID_PARAMETER
-_INNER_ERR = abi.INNER_ERR
-_INVALID_DEVICE_ID = -8007
-_NOT_SUPPORT = abi.NOT_SUPPORT
 
-
-@dataclass(frozen=True)
-class _Fault:
-    function: bytes
-    card: int
-    dev: int
-    kind: str  # "rc", "hang", "crash"
-    value: int
-
-
-@dataclass
-class _State:
-    """The parsed state file: every table of the C ``struct state``, first record wins."""
-
-    cards: List[Tuple[int, int, int, int, int]] = field(default_factory=list)  # id, num, max, mcu, cpu
-    chips: List[Tuple[int, int, int, int]] = field(default_factory=list)  # card, dev, logic, phy
-    ints: List[Tuple[int, int, bytes, int]] = field(default_factory=list)
-    texts: List[Tuple[int, int, bytes, bytes]] = field(default_factory=list)
-    procs: List[Tuple[int, int, int, int]] = field(default_factory=list)
-    errors: List[Tuple[int, int, int, bytes]] = field(default_factory=list)
-    faults: List[_Fault] = field(default_factory=list)
-    omit: List[str] = field(default_factory=list)
-    int_index: Dict[Tuple[int, int, bytes], int] = field(default_factory=dict)
-    text_index: Dict[Tuple[int, int, bytes], bytes] = field(default_factory=dict)
-
-    def room(self, table: str) -> bool:
-        return len(getattr(self, table)) < _LIMITS[table]
-
-
-# ---------------------------------------------------------------- parsing (mirrors the C code)
-
-
-def _tokens(line: bytes, count: int) -> Tuple[List[bytes], Optional[bytes]]:
-    """Up to ``count`` tokens split on spaces/tabs, and what follows them (``None`` if short)."""
-    found: List[bytes] = []
-    position = 0
-    for _ in range(count):
-        match = _TOKEN.match(line, position)
-        if match is None:
-            return found, None
-        found.append(match.group(1))
-        position = match.end()
-    return found, line[position:]
-
-
-def _integer(token: bytes) -> Optional[int]:
-    """``strtoll(token, &end, 0)`` over the whole token, clamped as strtoll clamps."""
-    if not _INTEGER.match(token):
-        return None
-    sign = -1 if token[:1] == b"-" else 1
-    digits = token.lstrip(b"+-")
-    if digits[:2] in (b"0x", b"0X"):
-        value = int(digits[2:], 16)
-    elif len(digits) > 1 and digits[:1] == b"0":
-        value = int(digits[1:], 8)
-    else:
-        value = int(digits)
-    return min(max(sign * value, _LLONG[0]), _LLONG[1])
-
-
-def _integers(tokens: List[bytes]) -> Optional[List[int]]:
-    values = [_integer(t) for t in tokens]
-    return None if any(v is None for v in values) else [int(str(v)) for v in values]
-
-
-def _text(rest: bytes) -> bytes:
-    return rest.lstrip(b" \t")[: _TEXT_BYTES - 1]
-
-
-def _parse_line(state: _State, line: bytes) -> None:
-    plain = _PLAIN_INT.match(line)
-    if plain is not None:
-        if state.room("ints"):
-            key = (int(plain.group(1)), int(plain.group(2)), plain.group(3))
-            value = int(plain.group(4))
-            state.ints.append((*key, value))
-            state.int_index.setdefault(key, value)
-        return
-    head, rest = _tokens(line, 1)
-    if rest is None or head[0][:1] == b"#":
-        return
-    kind = head[0][: _NAME_BYTES - 1]
-    handler = _HANDLERS.get(kind)
-    if handler is not None:
-        handler(state, rest)
-
-
-def _card(state: _State, rest: bytes) -> None:
-    tokens, tail = _tokens(rest, 5)
-    values = _integers(tokens) if tail is not None else None
-    if values is not None and state.room("cards"):
-        state.cards.append((values[0], values[1], values[2], values[3], values[4]))
-
-
-def _chip(state: _State, rest: bytes) -> None:
-    tokens, tail = _tokens(rest, 4)
-    values = _integers(tokens) if tail is not None else None
-    if values is not None and state.room("chips"):
-        state.chips.append((values[0], values[1], values[2], values[3]))
-
-
-def _proc(state: _State, rest: bytes) -> None:
-    tokens, tail = _tokens(rest, 4)
-    values = _integers(tokens) if tail is not None else None
-    if values is not None and state.room("procs"):
-        state.procs.append((values[0], values[1], values[2], values[3]))
-
-
-def _value(state: _State, rest: bytes, is_int: bool) -> None:
-    tokens, tail = _tokens(rest, 3)
-    where = _integers(tokens[:2]) if tail is not None else None
-    if where is None or tail is None or len(tokens[2]) >= _KEY_BYTES:
-        return
-    key = (where[0], where[1], tokens[2])
-    if is_int:
-        value_tokens, after = _tokens(tail, 1)
-        value = _integer(value_tokens[0]) if after is not None else None
-        if value is not None and state.room("ints"):
-            state.ints.append((*key, value))
-            state.int_index.setdefault(key, value)
-    elif state.room("texts"):
-        text = _text(tail)
-        state.texts.append((*key, text))
-        state.text_index.setdefault(key, text)
-
-
-def _error(state: _State, rest: bytes) -> None:
-    tokens, tail = _tokens(rest, 3)
-    values = _integers(tokens) if tail is not None else None
-    if values is not None and tail is not None and state.room("errors"):
-        state.errors.append((values[0], values[1], values[2], _text(tail)))
-
-
-def _fault(kind: str) -> Callable[[_State, bytes], None]:
-    def parse(state: _State, rest: bytes) -> None:
-        name, tail = _tokens(rest, 1)
-        if tail is None or len(name[0]) >= _NAME_BYTES:
-            return
-        tokens, after = _tokens(tail, 2 if kind == "crash" else 3)
-        values = _integers(tokens) if after is not None else None
-        if values is None or not state.room("faults"):
-            return
-        state.faults.append(_Fault(name[0], values[0], values[1], kind, 0 if kind == "crash" else values[2]))
-
-    return parse
-
-
-def _omit(state: _State, rest: bytes) -> None:
-    name, tail = _tokens(rest, 1)
-    if tail is not None:
-        state.omit.append(name[0].decode("ascii", "replace"))
-
-
-_HANDLERS: Dict[bytes, Callable[[_State, bytes], None]] = {
-    b"card": _card,
-    b"chip": _chip,
-    b"proc": _proc,
-    b"i": lambda state, rest: _value(state, rest, True),
-    b"s": lambda state, rest: _value(state, rest, False),
-    b"err": _error,
-    b"rc": _fault("rc"),
-    b"hang": _fault("hang"),
-    b"crash": _fault("crash"),
-    b"omit": _omit,
-}
-
-
-def parse_state(data: bytes) -> _State:
-    """The state a file's bytes describe, read exactly as ``fake_dcmi.c`` reads them."""
-    state = _State()
-    for raw in data[:_MAX_FILE_BYTES].split(b"\n"):
-        line = raw[: _LINE_BYTES - 1].split(b"\0", 1)[0].rstrip(b"\r\n")
-        _parse_line(state, line)
-    return state
-
-
-def read_omitted(path: Optional[str]) -> Tuple[str, ...]:
-    """The functions the state file at ``path`` says the library lacks (``omit`` lines)."""
-    if not path:
-        return ()
-    try:
-        with open(path, "rb") as handle:
-            return tuple(parse_state(handle.read(_MAX_FILE_BYTES)).omit)
-    except OSError:
-        return ()
-
-
-# ---------------------------------------------------------------- ctypes arguments
-
-
-def _address(argument: object) -> int:
-    """The address a ctypes argument points at (0 for None/NULL)."""
-    if argument is None:
-        return 0
-    if isinstance(argument, int):
-        return argument
-    if isinstance(argument, (ctypes._Pointer, ctypes.c_void_p, ctypes.c_char_p)):
-        return ctypes.cast(argument, ctypes.c_void_p).value or 0
-    target = getattr(argument, "_obj", None)  # ctypes.byref(x)
-    if target is not None:
-        return ctypes.addressof(target)
-    return ctypes.addressof(argument)  # type: ignore[arg-type]  # an array, structure or simple value
-
-
-def _number(argument: object, bits: int = 32, signed: bool = True) -> int:
-    """An integer argument as C receives it: wrapped to ``bits``, signed or not."""
-    value = int(getattr(argument, "value", argument))  # type: ignore[call-overload]
-    value &= (1 << bits) - 1
-    if signed and value >= 1 << (bits - 1):
-        value -= 1 << bits
-    return value
-
-
-def _put(kind: Type[ctypes._SimpleCData], address: int, value: int) -> None:
-    kind.from_address(address).value = value
-
-
-def _put_text(address: int, size: int, text: bytes) -> None:
-    """``copy_text``: at most ``size - 1`` bytes and a NUL; the rest of the buffer untouched."""
-    if size <= 0:
-        return
-    data = text[: size - 1] + b"\0"
-    ctypes.memmove(address, data, len(data))
-
-
-def _zeroed(kind: Type[ctypes.Structure], address: int) -> ctypes.Structure:
-    ctypes.memset(address, 0, ctypes.sizeof(kind))
-    return kind.from_address(address)
-
-
-# ---------------------------------------------------------------- the library
-
-
-class _Fake:
-    """One process's fake library: the parsed state, the counters and the initialisation flag."""
-
-    def __init__(self) -> None:
-        self.state = _State()
-        self.loaded: Optional[Tuple[str, int, int, int, int]] = None
-        self.totals: Dict[str, int] = {name: 0 for name in abi.PROTOTYPES}
-        self.counters: Dict[Tuple[str, int, int], int] = {}
-        self.initialised = False
-
-    # -- the C helpers
-
-    def refresh(self) -> bool:
-        path = os.environ.get(STATE_VARIABLE, "")
-        if not path or len(path.encode()) >= 4096:
-            return False
-        try:
-            info = os.stat(path)
-        except OSError:
-            return False
-        key = (path, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-        if self.loaded == key:
-            return True
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(_MAX_FILE_BYTES)
-        except OSError:
-            return False
-        self.state = parse_state(data)
-        self.loaded = key
-        return True
-
-    def count(self, name: str, card: int, dev: int) -> None:
-        self.totals[name] += 1
-        key = (name, card, dev)
-        if key in self.counters:
-            self.counters[key] += 1
-        elif len(self.counters) < _MAX_COUNTERS:
-            self.counters[key] = 1
-
-    def enter(self, name: str, card: int = -1, dev: int = -1) -> int:
-        self.count(name, card, dev)
-        if not self.refresh():
-            return _INNER_ERR
-        for fault in self.state.faults:
-            if fault.function != name.encode() or fault.card not in (-1, card) or fault.dev not in (-1, dev):
-                continue
-            if fault.kind == "crash":
-                os.kill(os.getpid(), signal.SIGSEGV)  # as the C code's write through NULL
-            elif fault.kind == "hang":
-                _hang(fault.value)
-            else:
-                return _number(fault.value)
-        if name != "dcmi_init" and not self.initialised:
-            return _INNER_ERR
-        return _OK
-
-    def card(self, card: int) -> Optional[Tuple[int, int, int, int, int]]:
-        return next((c for c in self.state.cards if c[0] == card), None)
-
-    def chip(self, card: int, dev: int) -> Optional[Tuple[int, int, int, int]]:
-        return next((c for c in self.state.chips if c[0] == card and c[1] == dev), None)
-
-    def known(self, card: int, dev: int) -> bool:
-        found = self.card(card)
-        if self.chip(card, dev) is not None:
-            return True
-        return found is not None and (
-            (found[3] >= 0 and found[3] == dev) or (found[4] >= 0 and found[4] == dev)
-        )
-
-    def get(self, card: int, dev: int, key: str) -> Optional[int]:
-        return self.state.int_index.get((card, dev, key.encode()))
-
-    def get_or_zero(self, card: int, dev: int, key: str) -> int:
-        value = self.get(card, dev, key)
-        return 0 if value is None else value
-
-    def text(self, card: int, dev: int, key: str) -> Optional[bytes]:
-        return self.state.text_index.get((card, dev, key.encode()))
-
-    def enter_device(self, name: str, card: int, dev: int, out: int) -> int:
-        code = self.enter(name, card, dev)
-        if code != _OK:
-            return code
-        if not out:
-            return _INVALID_PARAMETER
-        return _OK if self.known(card, dev) else _INVALID_DEVICE_ID
-
-    def device_value(self, name: str, card: object, dev: object, key: str, out: object, signed: bool) -> int:
-        c, d, address = _number(card), _number(dev), _address(out)
-        code = self.enter_device(name, c, d, address)
-        if code != _OK:
-            return code
-        value = self.get(c, d, key)
-        if value is None:
-            return _NOT_SUPPORT
-        _put(ctypes.c_int if signed else ctypes.c_uint, address, value)
-        return _OK
-
-    def global_text(self, name: str, key: str, out: object, size: object) -> int:
-        code = self.enter(name)
-        if code != _OK:
-            return code
-        address, length = _address(out), _number(size, 64)
-        if not address or length <= 0:
-            return _INVALID_PARAMETER
-        text = self.text(-1, -1, key)
-        if text is None:
-            return _NOT_SUPPORT
-        _put_text(address, length, text)
-        return _OK
-
-    def list_cards(self, name: str, card_num: object, card_list: object, list_len: object) -> int:
-        code = self.enter(name)
-        if code != _OK:
-            return code
-        number, listed, length = _address(card_num), _address(card_list), _number(list_len)
-        if not number or not listed or length <= 0:
-            return _INVALID_PARAMETER
-        ids = [c[0] for c in self.state.cards][:length]
-        for index, card in enumerate(ids):
-            _put(ctypes.c_int, listed + 4 * index, card)
-        _put(ctypes.c_int, number, len(ids))
-        return _OK
-
-    def fill_chip_info(self, card: int, dev: int, info: ctypes.Structure) -> None:
-        base = ctypes.addressof(info)
-        for field_name in ("chip_type", "chip_name", "chip_ver"):
-            text = self.text(card, dev, field_name) or b""
-            _put_text(base + getattr(type(info), field_name).offset, 32, text)
-        info.aicore_cnt = self.get_or_zero(card, dev, "aicore_cnt")
-
-    def struct_call(
-        self, name: str, card: object, dev: object, out: object, required: str
-    ) -> Tuple[int, int, int, int]:
-        """enter_device() and the required key: (code, card, dev, address)."""
-        c, d, address = _number(card), _number(dev), _address(out)
-        code = self.enter_device(name, c, d, address)
-        if code == _OK and self.get(c, d, required) is None:
-            code = _NOT_SUPPORT
-        return code, c, d, address
+class _Fake(FakeCore):
+    """One process's fake library: ``FakeCore``'s state and helpers, and one method per export."""
 
     # -- the exported functions, one method each, named as in C
 
@@ -783,7 +384,7 @@ class _Fake:
         number = _address(proc_num)
         if not number:
             return _INVALID_PARAMETER
-        rows = [p for p in self.state.procs if p[0] == card and p[1] == dev][:_MAX_PROCS_PER_CHIP]
+        rows = [p for p in self.state.procs if p[0] == card and p[1] == dev][:MAX_PROCS_PER_CHIP]
         size = ctypes.sizeof(abi.ProcMemInfo)
         for index, (_, _, pid, memory) in enumerate(rows):
             info = _zeroed(abi.ProcMemInfo, address + index * size)
@@ -822,21 +423,6 @@ class _Fake:
         self.initialised = False
 
 
-def _name(argument: object) -> str:
-    raw = getattr(argument, "value", argument)
-    if isinstance(raw, bytes):
-        return raw.decode("utf-8", "replace")
-    return str(raw)
-
-
-def _hang(seconds: int) -> None:
-    if seconds > 0:
-        time.sleep(seconds)
-        return
-    while True:  # a wedged driver: the caller's deadline must kill us
-        time.sleep(3600)
-
-
 #: The exports beyond DCMI's own functions, always present (as in every build of the C file).
 SELF_CHECKS = (
     "npuwatch_fake_sizeof",
@@ -868,5 +454,6 @@ class StandIn:
 
 
 def load() -> StandIn:
-    """The stand-in library (``python:npuwatch.probes.dcmi.fake.standin``), minus the state's ``omit``."""
+    """The stand-in library (``python:npuwatch.probes.simulator.dcmi_fake.standin``), minus the
+    state's ``omit``."""
     return StandIn(_FAKE, read_omitted(os.environ.get(STATE_VARIABLE)))
