@@ -76,7 +76,13 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         name_pattern=r"910B",
         memory_kind="HBM",
         rated_power_w=400.0,
-        sources={"rated_power_w": "910B family ~400 W (third-party figures)"},
+        idle_memory_mib=3400,
+        sources={
+            "rated_power_w": "910B family ~400 W (third-party figures)",
+            "idle_memory_mib": (
+                "captures: ~2.6 GiB idle on 32 GiB parts (022), ~3.3 GiB on 64 GiB (003/093/100)"
+            ),
+        },
     ),
     ChipFamily(
         key="910",
