@@ -121,10 +121,10 @@ DECIDED_BY = {
         "AI Core low, AI CPU at or above `aicpu_busy_percent` (needs a source that reads AI CPU)"
     ),
     WorkloadClass.INPUT_BOUND: (
-        "AI Core low while the job's host side is busy: its process and children at or above "
-        "`host_loader_percent`, children at `host_busy_percent` or the host at "
-        "`host_saturated_percent`; or a drop (AI Core busy within `active_window_s`, still working) "
-        "with the process at `host_busy_percent` and AI CPU read and not busy"
+        "AI Core low while the job's host side loads: its process and children at or above "
+        "`host_loader_percent` or its children at `host_busy_percent`; or a drop (AI Core busy within "
+        "`active_window_s`) with the host at `host_saturated_percent` (where children were not read) "
+        "or the process at `host_busy_percent`, AI Core still working and AI CPU read and not busy"
     ),
     WorkloadClass.WAITING: (
         "AI Core low in an active job, the host side not loading (a process spinning one core while "
@@ -316,11 +316,9 @@ def _latch(
     )
 
 
-def _loading(busiest: Optional[NpuProcess], signals: Signals, limits: Thresholds) -> bool:
-    """The job's host side is loading data: more than one core's worth of its process tree, its
-    children (data-loader workers) busy, or the whole host saturated."""
-    if signals.host_saturated:
-        return True
+def _loading(busiest: Optional[NpuProcess], limits: Thresholds) -> bool:
+    """The job's host side is loading data: more than one core's worth of its process tree, or its
+    children (data-loader workers) busy."""
     host = busiest.host if busiest is not None else None
     if host is None:
         return False
@@ -345,7 +343,7 @@ def _busy_class(
         return WorkloadClass.COMPUTE_BOUND, "", ()
     if signals.aicpu_busy:
         return WorkloadClass.AICPU_BOUND, "", ()
-    if _loading(busiest, signals, limits):
+    if _loading(busiest, limits):
         return WorkloadClass.INPUT_BOUND, "", ()
     aicpu_known = signals.aicpu_busy is not None
     recent = signals.last_busy_s is not None and time_s - signals.last_busy_s <= limits.active_window_s
@@ -355,6 +353,12 @@ def _busy_class(
         needs = ("host_cpu_percent",) + (() if aicpu_known else ("aicpu_percent",))
         hedge = HOST_HIDDEN + ("" if aicpu_known else f"; AI CPU not read ({AICPU_UNREAD})")
         return WorkloadClass.UNDETERMINED, hedge, needs
+    host = busiest.host
+    # The whole host's saturation stands for the job's workers where its children were not read
+    # (a recording made before they were): with them read, the process tree says it.
+    saturated = bool(signals.host_saturated) and host is not None and host.children is None
+    if recent and saturated:
+        return WorkloadClass.INPUT_BOUND, "", ()
     if signals.host_busy and recent and not signals.no_work:
         if not aicpu_known:  # a busy host thread also launches AI CPU operators
             return WorkloadClass.UNDETERMINED, f"input- or AI CPU-bound — {AICPU_UNREAD}", ("aicpu_percent",)
@@ -565,7 +569,7 @@ class WorkloadJudge:
             need_s = limits.held_settle_s if held else limits.settle_s
             if state.candidate_count >= need and seen.time_s - state.candidate_since_s >= need_s:
                 state.shown, state.candidate, state.candidate_count = seen.kind, None, 0
-        self._settle_throttle(state, seen, first=len(state.window) == 1 and state.last_throttled_s is None)
+        self._settle_throttle(state, seen, first=state.signals.first_s == seen.time_s)
 
     def _settle_throttle(self, state: _ChipState, seen: Observation, first: bool) -> None:
         """Throttling shows once enough of its window reads it and clears after a quiet spell, so
@@ -588,8 +592,10 @@ class WorkloadJudge:
         )
         if seen.kind is WorkloadClass.UNKNOWN or quiet_s >= limits.throttle_clear_s or not causes:
             state.throttling = None
-        else:
-            state.throttling = _commonest(causes)
+        else:  # a clock recovering after heat or a cap keeps that cause while it is still low
+            known = [cause for cause in causes if cause is not Throttling.UNREPORTED]
+            if known or state.throttling is Throttling.UNREPORTED:
+                state.throttling = _commonest(known or causes)
 
     def _workload(
         self, chip: ChipSample, state: _ChipState, seen: Observation, missing: Tuple[str, ...]
@@ -634,7 +640,9 @@ class WorkloadJudge:
 
 
 def _commonest(causes: Sequence[Throttling]) -> Throttling:
-    return max(_CAUSE_ORDER, key=lambda cause: (causes.count(cause), -_CAUSE_ORDER.index(cause)))
+    """The cause most samples read; a cause the readings show (heat, a cap) before "not reported"."""
+    known = [cause for cause in causes if cause is not Throttling.UNREPORTED] or list(causes)
+    return max(_CAUSE_ORDER, key=lambda cause: (known.count(cause), -_CAUSE_ORDER.index(cause)))
 
 
 def _memory_mib(process: NpuProcess) -> int:
