@@ -8,6 +8,9 @@ not carry yet (what the source reads, board-scope power) are given to the judge 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import List
 
@@ -366,3 +369,21 @@ def test_an_atlas_300i_duo_at_card_power_is_not_power_throttled() -> None:
     first = next(c for c in shown.chips if c.identity.key == (0, 0))
     assert first.workload is not None and first.workload.throttling is Throttling.POWER
     assert first.workload.evidence["rated_power_w"] == 150.0
+
+
+def test_snapshot_replay_json_says_another_tenants_chip_is_in_use_elsewhere(tmp_path: Path) -> None:
+    # The public path: `npuwatch snapshot --replay FILE --json` judges the recording's sample.
+    def at(t: float) -> Moment:
+        return [chip(0), chip(1, aicore_percent=90, hbm_used_mib=52000)], [job(0, 110.0)], host(20.0)
+
+    path = write(tmp_path / "tenant.ndjson", seconds(5), at)
+    done = subprocess.run(
+        [sys.executable, "-m", "npuwatch", "snapshot", "--replay", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    other = next(c for c in json.loads(done.stdout)["chips"] if c["npu_id"] == 1)
+    assert other["workload"]["class"] == "in-use-elsewhere"
+    assert other["judgement"] == {"level": "ok", "reasons": []}

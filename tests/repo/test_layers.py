@@ -102,6 +102,8 @@ MODEL_LAYER = (
     "npuwatch.chip_source",
     "npuwatch.chip_details",
     "npuwatch.judge",
+    "npuwatch.source_info",  # what a source read (issue 28)
+    "npuwatch.chip_families",  # the chip-family table (issue 28)
 )
 
 # --- core: everything in npuwatch.* that is not a probe or a view ----------------------------
