@@ -23,6 +23,7 @@ from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot, temperature_level
 from npuwatch.judge.rules import is_stale, memory_bar_level, power_bar_level
+from npuwatch.judge.workload_text import needs_sentence
 from npuwatch.metrics_table import BY_NAME, CELLS, EXTRAS, ChipMetric, Extra, Scale, cell_metrics, metric
 from npuwatch.model import (
     ChipIdentity,
@@ -136,7 +137,8 @@ class WorkloadExplanation:
     evidence: Tuple[EvidenceRow, ...]  # the numbers that decided it (those read), with units
     window: str  # over 10 s (10 samples)
     #: The classes this chip source cannot decide (npu-smi reads no HBM bandwidth, AI CPU or
-    #: frequency), said as ``needs the DCMI backend to tell memory-bound, aicpu-bound``; "" if none.
+    #: frequency), said as ``needs a source that reads HBM bandwidth, AI CPU to tell memory-bound,
+    #: aicpu-bound`` (``npuwatch.judge.workload_text.needs_sentence``); "" if none.
     needs_dcmi: str = ""
     #: Memory held with no process: the process that held it last (``PID 48211 · alice ·
     #: python3 train.py · 50337 MiB · last seen 10:01:02, 2:05 before this sample``).
@@ -448,9 +450,7 @@ def explain(workload: Workload, now: datetime) -> WorkloadExplanation:
         next_step=workload.next_step,
         evidence=evidence,
         window=_window(workload),
-        needs_dcmi=f"needs the DCMI backend to tell {', '.join(workload.needs_dcmi)}"
-        if workload.needs_dcmi
-        else "",
+        needs_dcmi=needs_sentence(workload.needs_dcmi),
         owner=None if workload.owner is None else owner_text(workload.owner, now),
     )
 

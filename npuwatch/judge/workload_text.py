@@ -3,7 +3,7 @@ table), the throttle causes' advice and a workload's one-line summary."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from npuwatch.model import EvidenceValue, LastOwner, Throttling, WorkloadClass
 
@@ -14,6 +14,19 @@ READING_TITLES = {
     "aicore_freq_mhz": "the AI Core clock",
     "host_cpu_percent": "the host side's CPU",
 }
+#: The metric each class that ``needs_dcmi`` names is decided from.
+_DECIDED_FROM = {"memory-bound": "HBM bandwidth", "aicpu-bound": "AI CPU", "throttling": "the AI Core clock"}
+
+
+def needs_sentence(classes: Sequence[str]) -> str:
+    """``needs a source that reads HBM bandwidth, AI CPU to tell memory-bound, aicpu-bound``: what
+    a workload's ``needs_dcmi`` means; "" when it names none."""
+    if not classes:
+        return ""
+    metrics = ", ".join(dict.fromkeys(_DECIDED_FROM.get(name, name) for name in classes))
+    return f"needs a source that reads {metrics} to tell {', '.join(classes)}"
+
+
 HOST_HIDDEN = "host CPU not visible here: run with --pid=host"
 AICPU_UNREAD = "needs a source that reads AI CPU"
 
