@@ -63,6 +63,7 @@ class Signals:
     host_saturated: Optional[bool] = None
     below_rated: Optional[bool] = None
     last_busy_s: Optional[float] = None  # the last sample with AI Core busy
+    last_working_s: Optional[float] = None  # the last sample with AI Core above no work
     first_s: Optional[float] = None
 
 
@@ -120,6 +121,8 @@ def observe(
     throttling = _throttling(chip, inputs, signals, context, thresholds)
     if signals.aicore_busy:
         signals.last_busy_s = time_s
+    if signals.no_work is False:
+        signals.last_working_s = time_s
     if not processes:
         if signals.aicore_busy:
             return Observation(time_s, WorkloadClass.IN_USE_ELSEWHERE, throttling, inputs)
@@ -207,25 +210,32 @@ def _busy_class(
         return WorkloadClass.INPUT_BOUND, "", ()
     aicpu_known = signals.aicpu_busy is not None
     recent = signals.last_busy_s is not None and time_s - signals.last_busy_s <= limits.active_window_s
-    if signals.no_work and not recent:
+    host = busiest.host if busiest is not None and context.host_visible else None
+    # The whole host's saturation stands for the job's workers where its children were not read
+    # (a recording made before they were); with them read, the process tree says it.  It counts
+    # after a drop, or where the history is too short to rule one out.
+    young = signals.first_s is None or time_s - signals.first_s < limits.active_window_s
+    saturated = bool(signals.host_saturated) and host is not None and host.children is None
+    if saturated and (recent or young):
+        return WorkloadClass.INPUT_BOUND, "", ()
+    since_work_s = time_s - (
+        signals.last_working_s if signals.last_working_s is not None else signals.first_s or time_s
+    )
+    parked = signals.last_working_s is None and host is not None and not signals.host_busy
+    if signals.no_work and (since_work_s >= limits.active_window_s or parked):
         return WorkloadClass.ALLOCATED_IDLE, "", ()
-    if busiest is None or not context.host_visible:
+    if host is None:
         needs = ("host_cpu_percent",) + (() if aicpu_known else ("aicpu_percent",))
         hedge = HOST_HIDDEN + ("" if aicpu_known else f"; AI CPU not read ({AICPU_UNREAD})")
         return WorkloadClass.UNDETERMINED, hedge, needs
-    host = busiest.host
-    # The whole host's saturation stands for the job's workers where its children were not read
-    # (a recording made before they were): with them read, the process tree says it.
-    saturated = bool(signals.host_saturated) and host is not None and host.children is None
-    if recent and saturated:
-        return WorkloadClass.INPUT_BOUND, "", ()
-    if signals.host_busy and recent and not signals.no_work:
+    unread = () if aicpu_known else ("aicpu_percent",)
+    if signals.host_busy and not signals.no_work:
         if not aicpu_known:  # a busy host thread also launches AI CPU operators
-            return WorkloadClass.UNDETERMINED, f"input- or AI CPU-bound — {AICPU_UNREAD}", ("aicpu_percent",)
-        return WorkloadClass.INPUT_BOUND, "", ()
-    if aicpu_known:
-        return WorkloadClass.WAITING, "", ()
-    return WorkloadClass.WAITING, f"or AI CPU-bound — {AICPU_UNREAD}", ("aicpu_percent",)
+            return WorkloadClass.UNDETERMINED, f"input- or AI CPU-bound — {AICPU_UNREAD}", unread
+        if recent:
+            return WorkloadClass.INPUT_BOUND, "", ()
+    # AI Core stopped while a host thread spins (a sync, a collective), or no host side busy.
+    return WorkloadClass.WAITING, "" if aicpu_known else f"or AI CPU-bound — {AICPU_UNREAD}", unread
 
 
 def _throttling(

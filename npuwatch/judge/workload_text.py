@@ -83,13 +83,14 @@ DECIDED_BY = {
     ),
     WorkloadClass.INPUT_BOUND: (
         "AI Core low while the job's host side loads: its process and children at or above "
-        "`host_loader_percent` or its children at `host_busy_percent`; or a drop (AI Core busy within "
-        "`active_window_s`) with the host at `host_saturated_percent` (where children were not read) "
-        "or the process at `host_busy_percent`, AI Core still working and AI CPU read and not busy"
+        "`host_loader_percent` or its children at `host_busy_percent`; or the host at "
+        "`host_saturated_percent` after a drop (AI Core busy within `active_window_s`) where children "
+        "were not read; or a drop with the process at `host_busy_percent`, AI Core still working and "
+        "AI CPU read and not busy"
     ),
     WorkloadClass.WAITING: (
-        "AI Core low in an active job, the host side not loading (a process spinning one core while "
-        "AI Core stopped is a sync or a collective) and AI CPU not busy (or not read: said)"
+        "AI Core low in a job, the host side not loading (a process spinning one core while AI Core "
+        "stopped is a sync or a collective) and AI CPU not busy (or not read: said)"
     ),
     WorkloadClass.IDLE: "no process on the chip, AI Core not busy",
     WorkloadClass.IDLE_HOLDING_HBM: (
@@ -101,13 +102,13 @@ DECIDED_BY = {
         "no current AI Core reading (the chip is lost, its values are stale, or not reported)"
     ),
     WorkloadClass.ALLOCATED_IDLE: (
-        "a process on the chip, AI Core below `aicore_idle_percent` and not busy for "
-        "`active_window_s`, the host side not loading"
+        "a process on the chip, AI Core below `aicore_idle_percent` for `active_window_s` (from the "
+        "first sample when the process is idle too), the host side not loading"
     ),
     WorkloadClass.IN_USE_ELSEWHERE: "AI Core busy with no process listed on the chip",
     WorkloadClass.UNDETERMINED: (
-        "AI Core low in a job and the deciding signal not read: the job's host CPU from another PID "
-        "namespace, or AI CPU when the host side is busy (input- or AI CPU-bound)"
+        "AI Core low in a job and the deciding signal not read: the job's host CPU (another PID "
+        "namespace), or AI CPU while the process is at `host_busy_percent` (input- or AI CPU-bound)"
     ),
 }
 

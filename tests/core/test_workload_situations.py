@@ -54,26 +54,40 @@ def wobble(second: float) -> float:
 # --- group 1: a busy host process is not proof of input starvation ------------------------------
 
 
-@pytest.mark.parametrize("children", [0, None])  # children read (psutil), or a recording without them
-def test_a_spinning_idle_server_is_allocated_with_no_work_not_input_bound(tmp_path: Path, children) -> None:
+NPU_SMI_UNREAD = {"aicpu_percent": None, "hbm_bandwidth_percent": None, "aicore_freq_mhz": None}
+
+
+@pytest.mark.parametrize(
+    ("source", "children", "serving_until_s"),
+    [
+        ("dcmi", 0, 40),  # children read (psutil)
+        ("dcmi", None, 40),  # a recording without them
+        ("npu-smi", None, 40),  # no AI CPU either
+        ("npu-smi", 0, 0),  # idle from the first sample
+    ],
+)
+def test_a_spinning_idle_server_is_allocated_with_no_work_not_input_bound(
+    tmp_path: Path, source: str, children, serving_until_s: float
+) -> None:
     # vLLM-style: requests until 40 s, then idle all night; each worker spins at 100 % of a core
     # polling its shared-memory queue; the 32-core host is at 4 %.
+    unread = NPU_SMI_UNREAD if source == "npu-smi" else {}
+
     def at(t: float) -> Moment:
-        serving = t < 40
+        serving = t < serving_until_s
         chips = [
-            chip(n, aicore_percent=75 if serving else 0, power_w=300.0 if serving else 95.0) for n in (0, 1)
-        ]
-        procs = [
-            job(n, 100.0, pid=900 + n, children=children, children_cpu=None if children is None else 0.0)
+            chip(n, aicore_percent=75 if serving else 0, power_w=300.0 if serving else 95.0, **unread)
             for n in (0, 1)
         ]
+        workers = None if children is None else 0.0
+        procs = [job(n, 100.0, pid=900 + n, children=children, children_cpu=workers) for n in (0, 1)]
         return chips, procs, host(4.0)
 
-    seen = play(write(tmp_path / "idle-server.ndjson", seconds(400, 2.0), at))
+    seen = play(write(tmp_path / "idle-server.ndjson", seconds(400, 2.0), at, source=source))
     for key in ((0, 0), (1, 0)):
         shown = kinds(seen, key)
         assert INPUT not in shown and WorkloadClass.UNDETERMINED not in shown
-        idle_since = 40 + LIMITS.active_window_s
+        idle_since = serving_until_s + LIMITS.active_window_s
         assert all(
             k is ALLOCATED for s, k in zip(seen, shown) if s.second >= idle_since + LIMITS.settle_s + 2
         )
@@ -100,13 +114,17 @@ def test_a_job_blocked_in_a_slow_collective_is_waiting_not_input_bound(tmp_path:
     assert not [a for s in seen for a in s.alerts if a.kind.value == "input-bound"]
 
 
-def test_ai_cpu_fallback_read_without_ai_cpu_hedges_instead_of_input_bound(tmp_path: Path) -> None:
-    # Operators fall back to the AI CPU; the source reads no AI CPU (npu-smi): AI Core dips from
-    # busy to 15 % while the launching thread is at 95 %.
+@pytest.mark.parametrize("busy_first", [True, False])
+def test_ai_cpu_fallback_read_without_ai_cpu_hedges_instead_of_input_bound(
+    tmp_path: Path, busy_first: bool
+) -> None:
+    # Operators fall back to the AI CPU; the source reads no AI CPU (npu-smi): AI Core at 4-12 %
+    # (after busy steps, or from the start) while the launching thread is at 95 %.
     def at(t: float) -> Moment:
-        low = t >= 10
+        low = t >= 10 or not busy_first
+        aicore = 8 + 4 * wobble(t) if low else 80
         return (
-            [chip(aicore_percent=15 if low else 80, aicpu_percent=None, hbm_bandwidth_percent=None)],
+            [chip(aicore_percent=aicore, **NPU_SMI_UNREAD)],
             [job(cpu=95.0, children=0, children_cpu=0.0)],
             host(5.0),
         )
@@ -116,6 +134,7 @@ def test_ai_cpu_fallback_read_without_ai_cpu_hedges_instead_of_input_bound(tmp_p
     assert late.kind is WorkloadClass.UNDETERMINED
     assert "input- or AI CPU-bound — needs a source that reads AI CPU" in late.summary
     assert "aicpu_percent" in late.needs_reading
+    assert INPUT not in kinds(seen)
     assert not [a for s in seen for a in s.alerts if a.kind.value == "input-bound"]
 
 
