@@ -48,6 +48,7 @@ class Context:
     reads_aicpu: bool = True
     rated_power_w: Optional[float] = None  # the chip's or, for a card-scope reading, the card's
     power_scope: str = "chip"
+    rated_aicore_mhz: Optional[float] = None  # the family's rated clock, for a source that reads none
 
 
 @dataclass
@@ -105,7 +106,8 @@ def observe(
 ) -> Observation:
     """How ``chip`` reads in this sample (``processes`` are the ones listed on it), with the
     chip's ``signals`` (updated; none: this sample alone) and the snapshot's ``context``."""
-    context = context or Context(rated_power_w=family_of(chip.identity.name).rated_power_w)
+    family = family_of(chip.identity.name)
+    context = context or Context(rated_power_w=family.rated_power_w, rated_aicore_mhz=family.rated_aicore_mhz)
     signals = signals if signals is not None else Signals()
     stale = is_stale(chip)  # a stale chip is unknown: its inputs are not this sample's
     inputs: Dict[str, Optional[float]] = (
@@ -130,7 +132,8 @@ def observe(
         if held is not None:
             kind = WorkloadClass.IDLE_HOLDING_HBM
             return Observation(time_s, kind, throttling, inputs, None, held.idle_mib)
-        return Observation(time_s, WorkloadClass.IDLE, throttling, inputs)
+        hedge = "" if context.process_table else "this source lists no processes"
+        return Observation(time_s, WorkloadClass.IDLE, throttling, inputs, hedge=hedge)
     kind, hedge, needs = _busy_class(inputs, signals, busiest, context, thresholds, time_s)
     return Observation(time_s, kind, throttling, inputs, busiest, None, hedge, needs)
 
@@ -172,7 +175,8 @@ def _latch(
         limits.host_saturated_percent,
         limits.host_saturated_exit_percent,
     )
-    freq, rated = inputs["aicore_freq_mhz"], inputs["aicore_rated_freq_mhz"]
+    freq = inputs["aicore_freq_mhz"]
+    rated = inputs["aicore_rated_freq_mhz"] or context.rated_aicore_mhz  # the family's, if not read
     share = freq / rated if freq is not None and rated else None
     s.below_rated = _low(
         s.below_rated, share, 1.0 - limits.throttle_freq_margin, 1.0 - limits.throttle_freq_exit_margin
@@ -277,4 +281,5 @@ def context_of(snapshot: Snapshot, chip: ChipSample, chips_on_card: int) -> Cont
         reads_aicpu=described.reads("aicpu_percent"),
         rated_power_w=rated,
         power_scope=scope,
+        rated_aicore_mhz=family.rated_aicore_mhz,
     )

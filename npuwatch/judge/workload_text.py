@@ -181,7 +181,7 @@ def summary(
         used_text = f"{used / 1024:.1f} GiB" if isinstance(used, (int, float)) else "memory"
         text = f"{used_text} held, no process" + (f"; last held by PID {owner.pid}" if owner else "")
     elif kind is WorkloadClass.IDLE:
-        text = "no process"
+        text, hedge = (f"{aicore}; {hedge}", "") if hedge else ("no process", "")
     else:
         text = "no current AI Core reading"
     if hedge:

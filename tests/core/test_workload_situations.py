@@ -214,6 +214,7 @@ def test_a_source_without_a_process_table_never_calls_memory_held() -> None:
         assert not [a for a in alerts if a.kind.value == "hbm-held"]
     workloads = {c.identity.key: c.workload for c in shown.chips}
     assert workloads[(0, 0)] is not None and workloads[(0, 0)].kind is WorkloadClass.IDLE
+    assert workloads[(0, 0)].summary == "AI Core 0 %; this source lists no processes"
     assert workloads[(1, 0)] is not None and workloads[(1, 0)].kind is WorkloadClass.IN_USE_ELSEWHERE
     # The doctor's hbm-held asks the same rule.
     assert held_memory(idle, (), process_table=False) is None
