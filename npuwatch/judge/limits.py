@@ -91,6 +91,7 @@ class Thresholds:
     aicore_low_percent: float = 30.0
     aicore_low_exit_percent: float = 20.0
     aicore_busy_percent: float = 70.0
+    aicore_busy_exit_percent: float = 60.0
     aicore_idle_percent: float = 5.0
     aicore_idle_exit_percent: float = 10.0
     hbm_bandwidth_high_percent: float = 70.0
@@ -166,7 +167,8 @@ WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
         "AI Core at or above it: compute-bound (busy); below it the class says what holds the chip back",
     ),
     ThresholdRow("aicore_low_exit_percent", "%", "… a busy chip stays busy until AI Core is below this"),
-    ThresholdRow("aicore_busy_percent", "%", "memory-bound needs AI Core below it"),
+    ThresholdRow("aicore_busy_percent", "%", "memory-bound needs AI Core below it …"),
+    ThresholdRow("aicore_busy_exit_percent", "%", "… or, once AI Core reached it, below this"),
     ThresholdRow(
         "aicore_idle_percent",
         "%",

@@ -57,6 +57,7 @@ class Signals:
     ``observe`` updates it; a fresh one reads a single sample."""
 
     aicore_busy: Optional[bool] = None
+    aicore_full: Optional[bool] = None  # at ``aicore_busy_percent``: too busy to be memory-bound
     no_work: Optional[bool] = None
     bandwidth_high: Optional[bool] = None
     aicpu_busy: Optional[bool] = None
@@ -157,6 +158,7 @@ def _latch(
         s.first_s = time_s
     aicore = inputs["aicore_percent"]
     s.aicore_busy = _high(s.aicore_busy, aicore, limits.aicore_low_percent, limits.aicore_low_exit_percent)
+    s.aicore_full = _high(s.aicore_full, aicore, limits.aicore_busy_percent, limits.aicore_busy_exit_percent)
     s.no_work = _low(s.no_work, aicore, limits.aicore_idle_percent, limits.aicore_idle_exit_percent)
     s.bandwidth_high = _high(
         s.bandwidth_high,
@@ -203,8 +205,7 @@ def _busy_class(
     time_s: float,
 ) -> Tuple[WorkloadClass, str, Tuple[str, ...]]:
     """The class of a chip with a process on it, what it hedges and the signals it lacked."""
-    aicore = inputs["aicore_percent"] or 0.0
-    if signals.bandwidth_high and aicore < limits.aicore_busy_percent:
+    if signals.bandwidth_high and not signals.aicore_full:
         return WorkloadClass.MEMORY_BOUND, "", ()
     if signals.aicore_busy:
         return WorkloadClass.COMPUTE_BOUND, "", ()

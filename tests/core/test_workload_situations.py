@@ -305,6 +305,13 @@ HOVERS = {
         "aicore_percent": 40,
         "hbm_bandwidth_percent": _hovering(LIMITS.hbm_bandwidth_high_percent, 4, t),
     },
+    "aicore at aicore_busy_percent with HBM bandwidth high": lambda t: {
+        "aicore_percent": _hovering(LIMITS.aicore_busy_percent, 4, t),
+        "hbm_bandwidth_percent": 88,
+    },
+    "aicore at aicore_idle_percent": lambda t: {
+        "aicore_percent": _hovering(LIMITS.aicore_idle_percent, 3, t)
+    },
     "AI CPU at aicpu_busy_percent": lambda t: {
         "aicore_percent": 8,
         "aicpu_percent": _hovering(LIMITS.aicpu_busy_percent, 4, t),
