@@ -113,6 +113,7 @@ class Thresholds:
     throttle_freq_exit_margin: float = 0.02
     throttle_near_limit_c: float = 5.0
     throttle_power_share: float = 0.95
+    throttle_unreported_margin: float = 0.15
     throttle_settle_samples: int = 3
     throttle_window_s: float = 30.0
     throttle_clear_s: float = 15.0
@@ -240,8 +241,13 @@ WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
     ThresholdRow(
         "throttle_power_share",
         "× rated",
-        "… cause power: power at this share of the rating (the card's when the reading is the card's); "
-        "else cause not reported",
+        "… cause power: power at this share of the rating (the card's when the reading is the card's) …",
+    ),
+    ThresholdRow(
+        "throttle_unreported_margin",
+        "× rated",
+        "… with neither cause in the readings, a throttle only when the clock is more than this below "
+        "rated (cause not reported)",
     ),
     ThresholdRow(
         "throttle_settle_samples",

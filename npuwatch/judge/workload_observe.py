@@ -260,6 +260,12 @@ def _throttling(
     power, rated_w = inputs["power_w"], context.rated_power_w
     if power is not None and rated_w and power >= rated_w * limits.throttle_power_share:
         return Throttling.POWER
+    # With no cause in the readings, only a clock well below rated is a throttle: a 310P's busy
+    # clock sits a little under its rated one by design.
+    freq = inputs["aicore_freq_mhz"]
+    rated = inputs["aicore_rated_freq_mhz"] or context.rated_aicore_mhz
+    if freq is None or not rated or freq >= rated * (1.0 - limits.throttle_unreported_margin):
+        return None
     return Throttling.UNREPORTED
 
 

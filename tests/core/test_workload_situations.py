@@ -373,8 +373,8 @@ def test_a_capped_chip_below_its_rated_clock_is_throttled(tmp_path: Path, name: 
 
 
 def _duo(second: float, power_w: float, scoped: bool):
-    chips = [chip(n, c, name="310P3", power_w=power_w if c == 0 else None, aicore_freq_mhz=900,
-                  aicore_rated_freq_mhz=1000, hbm_total_mib=None, hbm_used_mib=None, temperature_c=55)
+    chips = [chip(n, c, name="310P3", power_w=power_w if c == 0 else None, aicore_freq_mhz=960,
+                  aicore_rated_freq_mhz=1080, hbm_total_mib=None, hbm_used_mib=None, temperature_c=55)
              for n in (0, 1) for c in (0, 1)]  # fmt: skip
     scopes = tuple(MetricScope(n, 0, "power_w", SCOPE_CARD) for n in (0, 1)) if scoped else ()
     info = SourceInfo("dcmi", "DCMI", True, DCMI_METRICS, scopes)
@@ -387,8 +387,8 @@ def test_an_atlas_300i_duo_at_card_power_is_not_power_throttled() -> None:
     judge = WorkloadJudge()
     for second in seconds(20):
         shown = judge.judge(_duo(second, 100.0, scoped=True))
-    for c in shown.chips:
-        assert c.workload is not None and c.workload.throttling is not Throttling.POWER
+    for c in shown.chips:  # a 310P's busy clock (960 of 1080 MHz) with no cause: nothing to flag
+        assert c.workload is not None and c.workload.throttling is None
     # At its card's cap it is.
     judge = WorkloadJudge()
     for second in seconds(20):
