@@ -254,7 +254,10 @@ class AlertTracker:
                 reason.detail,
                 identity.key,
             )
-            at_once = kind in (AlertKind.HEALTH, AlertKind.DEVICE_LOST)
+            # Held memory is a reason only once the workload judge settled the class (its window,
+            # in seconds): the alert shows with the class, not a second window later.
+            settled = kind is AlertKind.HBM_HELD and chip.workload is not None
+            at_once = settled or kind in (AlertKind.HEALTH, AlertKind.DEVICE_LOST)
             yield _Finding(alert, 1 if at_once else self.hysteresis.raise_after)
 
     def _source(self, report: ProbeReport, source: SourceInfo) -> Optional[_Finding]:

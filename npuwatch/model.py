@@ -157,6 +157,15 @@ class WorkloadClass(enum.Enum):
     IDLE = "idle"
     IDLE_HOLDING_HBM = "idle-holding-hbm"
     UNKNOWN = "unknown"  # no current AI Core reading: the chip is lost, stale or not reported
+    #: A process holds the chip and AI Core has done nothing for minutes: an idle server, a
+    #: parked notebook.  Not a problem of the job's.
+    ALLOCATED_IDLE = "allocated-idle"
+    #: AI Core busy with no process listed: a process not visible here (another container, an
+    #: older driver), never memory to free.
+    IN_USE_ELSEWHERE = "in-use-elsewhere"
+    #: AI Core low in a job, and the signal that would say why is not read here (AI CPU, the host
+    #: side): the summary says what it may be and what would tell.
+    UNDETERMINED = "undetermined"
 
     @property
     def tag(self) -> str:
@@ -178,6 +187,9 @@ _WORKLOAD_TAGS = {
     WorkloadClass.IDLE: "idle",
     WorkloadClass.IDLE_HOLDING_HBM: "HBM held",
     WorkloadClass.UNKNOWN: "?",
+    WorkloadClass.ALLOCATED_IDLE: "no work",
+    WorkloadClass.IN_USE_ELSEWHERE: "elsewhere",
+    WorkloadClass.UNDETERMINED: "unclear",
 }
 _WORKLOAD_PROBLEMS = frozenset(
     {
@@ -195,6 +207,7 @@ class Throttling(enum.Enum):
 
     THERMAL = "thermal"
     POWER = "power"
+    UNREPORTED = "unreported"  # below rated while busy, neither heat nor a power cap in the readings
 
 
 @dataclass(frozen=True)
@@ -218,7 +231,8 @@ class Workload:
     """A chip's workload class over the judge's window, with the numbers that decided it.
 
     ``needs_dcmi`` names the classes the chip source could not decide (npu-smi has no HBM
-    bandwidth, AI CPU or frequency); ``owner`` is the likely owner of memory held with no process.
+    bandwidth, AI CPU or frequency) and ``needs_reading`` the metrics it would need to read
+    ("needs a source that reads X"); ``owner`` is the likely owner of memory held with no process.
     """
 
     kind: WorkloadClass
@@ -230,6 +244,7 @@ class Workload:
     owner: Optional[LastOwner] = None
     samples: int = 1
     window_s: float = 0.0
+    needs_reading: Tuple[str, ...] = ()  # ``CHIP_METRICS`` names; host_cpu_percent: the host side
 
     @property
     def tag(self) -> str:
@@ -330,6 +345,17 @@ class ProcessHostInfo:
     cpu_percent: Optional[float] = None
     rss_bytes: Optional[int] = None
     start_time_s: Optional[float] = None  # seconds since the epoch
+    #: Its child processes (data-loader workers), all generations: how many and their CPU summed,
+    #: in % of one core; None when not read.
+    children: Optional[int] = None
+    children_cpu_percent: Optional[float] = None
+
+    @property
+    def tree_cpu_percent(self) -> Optional[float]:
+        """The process and its children's CPU, in % of one core (the job's host side)."""
+        if self.cpu_percent is None:
+            return None
+        return self.cpu_percent + (self.children_cpu_percent or 0.0)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,15 @@ _LINK_FIELDS = ("kind", "title", "state", "present", "up", "reason", "detail", "
 #: A chip has a link or two (PCIe; RoCE, HCCS): more in a file is not a chip's.
 _MAX_LINKS = 16
 _VERSION_FIELDS = ("npu_smi", "driver", "firmware", "cann", "dcmi")
-_PROCESS_HOST_FIELDS = ("user", "command", "cpu_percent", "rss_bytes", "start_time_s")
+_PROCESS_HOST_FIELDS = (
+    "user",
+    "command",
+    "cpu_percent",
+    "rss_bytes",
+    "start_time_s",
+    "children",
+    "children_cpu_percent",
+)
 _HOST_FIELDS = ("hostname", "cpu_percent", "memory_used_bytes", "memory_total_bytes")
 
 
@@ -181,6 +189,7 @@ def _workload_dict(workload: Workload) -> Dict[str, Any]:
         "summary": workload.summary,
         "next_step": workload.next_step,
         "needs_dcmi": list(workload.needs_dcmi),
+        "needs_reading": list(workload.needs_reading),
         "owner": None
         if owner is None
         else {
@@ -438,6 +447,8 @@ def _process_from(data: Mapping[str, Any]) -> NpuProcess:
         cpu_percent=_float(data, "cpu_percent"),
         rss_bytes=_int(data, "rss_bytes"),
         start_time_s=_float(data, "start_time_s"),
+        children=_int(data, "children"),
+        children_cpu_percent=_float(data, "children_cpu_percent"),
     )
     return NpuProcess(
         npu_id=_int(data, "npu_id", required=True) or 0,

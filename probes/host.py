@@ -25,6 +25,10 @@ _MIN_CPU_WINDOW_S = 0.1
 #: so a container's foreign PIDs cost nothing per tick; PID reuse is ruled out as often.
 _MISSING_RETRY_S = 10.0
 
+#: At most this many child processes of one NPU process are read per tick (data-loader workers
+#: number a few dozen; a fork bomb must not cost a tick): memory and time stay bounded.
+_MAX_CHILDREN = 256
+
 
 @dataclass(frozen=True)
 class FoundProcess:
@@ -50,6 +54,8 @@ class PsutilLookup:
         self._static: Dict[Tuple[int, float], Tuple[Optional[str], Optional[str]]] = {}
         self._missing: Dict[int, float] = {}  # pid → when it was last found missing (monotonic)
         self._reuse_checked: Dict[int, float] = {}  # pid → when PID reuse was last ruled out
+        #: Each NPU process's children (data-loader workers) by PID, kept so their CPU % spans ticks.
+        self._children: Dict[int, Dict[int, psutil.Process]] = {}
 
     def _reuse_check_due(self, pid: int) -> bool:
         # is_running() costs its own /proc read; a PID is reused rarely, so check now and then.
@@ -85,14 +91,20 @@ class PsutilLookup:
             with proc.oneshot():
                 created = proc.create_time()
                 user, command = self._user_and_command(proc, pid, created)
-                info = ProcessHostInfo(
-                    user=user,
-                    command=command,
-                    cpu_percent=proc.cpu_percent(None),
-                    rss_bytes=proc.memory_info().rss,
-                    start_time_s=created,
-                )
-                return FoundProcess(proc.name(), info)
+                cpu_percent = proc.cpu_percent(None)
+                rss_bytes = proc.memory_info().rss
+                name = proc.name()
+            children, children_cpu = self._children_cpu(pid, proc)
+            info = ProcessHostInfo(
+                user=user,
+                command=command,
+                cpu_percent=cpu_percent,
+                rss_bytes=rss_bytes,
+                start_time_s=created,
+                children=children,
+                children_cpu_percent=children_cpu,
+            )
+            return FoundProcess(name, info)
         except psutil.NoSuchProcess:
             self._procs.pop(pid, None)
             return f"no process {pid} on this host (it exited, or it lives in another PID namespace)"
@@ -101,6 +113,29 @@ class PsutilLookup:
         except (psutil.Error, ValueError, OverflowError, OSError) as exc:  # PID -1, 2**40, a zombie …
             self._procs.pop(pid, None)
             return f"no details for PID {pid}: {exc}"
+
+    def _children_cpu(self, pid: int, proc: psutil.Process) -> Tuple[Optional[int], Optional[float]]:
+        """How many children ``pid`` has (all generations) and their CPU summed, in % of one core;
+        a child first seen this tick is primed and counts 0 until the next.  (None, None) when
+        they cannot be listed."""
+        try:
+            found = proc.children(recursive=True)[:_MAX_CHILDREN]
+        except (psutil.Error, OSError):
+            return None, None
+        known = self._children.get(pid, {})
+        kept: Dict[int, psutil.Process] = {}
+        total = 0.0
+        for child in found:
+            old = known.get(child.pid)
+            if old is not None and old == child:  # same PID and start time: its reading spans the tick
+                child = old
+            try:
+                total += child.cpu_percent(None)
+            except (psutil.Error, OSError):
+                continue  # exited since it was listed
+            kept[child.pid] = child
+        self._children[pid] = kept
+        return len(found), round(total, 1)
 
     def _user_and_command(
         self, proc: psutil.Process, pid: int, created: float
@@ -124,6 +159,7 @@ class PsutilLookup:
         keep = set(pids)
         for pid in [p for p in self._procs if p not in keep]:
             del self._procs[pid]
+        self._children = {pid: c for pid, c in self._children.items() if pid in keep}
         self._static = {k: v for k, v in self._static.items() if k[0] in keep}
         self._missing = {pid: t for pid, t in self._missing.items() if pid in keep}
         self._reuse_checked = {pid: t for pid, t in self._reuse_checked.items() if pid in keep}

@@ -189,6 +189,7 @@ def workload_from(data: Any) -> Optional[Workload]:
         owner=_owner(owner) if isinstance(owner, Mapping) else None,
         samples=int(data["samples"]) if isinstance(data.get("samples"), int) else 1,
         window_s=float(data["window_s"]) if isinstance(data.get("window_s"), (int, float)) else 0.0,
+        needs_reading=tuple(str(n) for n in data.get("needs_reading") or () if isinstance(n, str)),
     )
 
 

@@ -37,19 +37,36 @@ class Thresholds:
     #: Memory counts as held with no process when it exceeds the idle allowance by this much.
     hbm_held_min_mib: int = 2048
     #: The workload judge's (``npuwatch.judge.workload``): what each decides is ``WORKLOAD_ROWS``.
+    #: A signal that hovers at a threshold enters at one value and leaves at another (``_exit``).
     aicore_low_percent: float = 30.0
+    aicore_low_exit_percent: float = 20.0
     aicore_busy_percent: float = 70.0
+    aicore_busy_exit_percent: float = 60.0
+    aicore_idle_percent: float = 5.0
+    aicore_idle_exit_percent: float = 10.0
     hbm_bandwidth_high_percent: float = 70.0
+    hbm_bandwidth_exit_percent: float = 60.0
     aicpu_busy_percent: float = 50.0
+    aicpu_busy_exit_percent: float = 40.0
     host_busy_percent: float = 80.0
+    host_busy_exit_percent: float = 60.0
+    host_loader_percent: float = 150.0
+    host_saturated_percent: float = 90.0
+    host_saturated_exit_percent: float = 75.0
+    active_window_s: float = 60.0
     workload_window_s: float = 10.0
     settle_samples: int = 2
     settle_s: float = 1.0
-    held_settle_samples: int = 3
+    held_settle_samples: int = 4
+    held_settle_s: float = 5.0
     throttle_freq_margin: float = 0.05
+    throttle_freq_exit_margin: float = 0.02
     throttle_near_limit_c: float = 5.0
     throttle_power_share: float = 0.95
+    throttle_unreported_margin: float = 0.15
     throttle_settle_samples: int = 3
+    throttle_window_s: float = 30.0
+    throttle_clear_s: float = 15.0
     #: A chip source slower than this per read is worth a warning (the driver is busy).
     source_slow_s: float = 2.0
     #: Where a usage bar turns amber and red (our defaults): memory at 80 % and 95 % of its
@@ -107,17 +124,46 @@ WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
     ThresholdRow(
         "aicore_low_percent",
         "%",
-        "AI Core at or above it: compute-bound; below it the class says what holds the chip back",
+        "AI Core at or above it: compute-bound (busy); below it the class says what holds the chip back",
     ),
-    ThresholdRow("aicore_busy_percent", "%", "memory-bound needs AI Core below it"),
+    ThresholdRow("aicore_low_exit_percent", "%", "… a busy chip stays busy until AI Core is below this"),
+    ThresholdRow("aicore_busy_percent", "%", "memory-bound needs AI Core below it …"),
+    ThresholdRow("aicore_busy_exit_percent", "%", "… or, once AI Core reached it, below this"),
+    ThresholdRow(
+        "aicore_idle_percent",
+        "%",
+        "AI Core below it is no work (leaves at `aicore_idle_exit_percent`); with a process and no "
+        "busy sample for `active_window_s`: allocated-idle",
+    ),
+    ThresholdRow("aicore_idle_exit_percent", "%", "… no work ends at or above this"),
     ThresholdRow(
         "hbm_bandwidth_high_percent", "%", "HBM bandwidth at or above it, AI Core below busy: memory-bound"
     ),
+    ThresholdRow("hbm_bandwidth_exit_percent", "%", "… and memory-bound's bandwidth stays high down to this"),
     ThresholdRow("aicpu_busy_percent", "%", "AI CPU at or above it, AI Core low: aicpu-bound"),
+    ThresholdRow("aicpu_busy_exit_percent", "%", "… and AI CPU stays busy down to this"),
     ThresholdRow(
         "host_busy_percent",
         "% of a core",
-        "the chip's busiest process on the host at or above it, AI Core low: input-bound",
+        "the job's host side (its process and children) at or above it after a drop in AI Core: input-bound",
+    ),
+    ThresholdRow("host_busy_exit_percent", "% of a core", "… and the host side stays busy down to this"),
+    ThresholdRow(
+        "host_loader_percent",
+        "% of a core",
+        "a host side at or above it (more than one spinning thread), or children at `host_busy_percent`: "
+        "loading, input-bound without a drop",
+    ),
+    ThresholdRow(
+        "host_saturated_percent",
+        "% of all cores",
+        "the host's CPU at or above it, AI Core low: input-bound (leaves at `host_saturated_exit_percent`)",
+    ),
+    ThresholdRow("host_saturated_exit_percent", "% of all cores", "… the host stays saturated down to this"),
+    ThresholdRow(
+        "active_window_s",
+        "s",
+        "a drop is AI Core low after a busy sample within this; none in it and no work: allocated-idle",
     ),
     ThresholdRow(
         "workload_window_s",
@@ -129,7 +175,12 @@ WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
     ThresholdRow(
         "held_settle_samples",
         "samples",
-        "idle-holding-hbm shows after this many (a job's exit frees HBM in a second or two)",
+        "idle-holding-hbm (and its alert) shows after this many samples …",
+    ),
+    ThresholdRow(
+        "held_settle_s",
+        "s",
+        "… spanning at least this long: a job's exit frees its HBM over two or three samples",
     ),
     ThresholdRow(
         "throttle_freq_margin",
@@ -137,17 +188,36 @@ WORKLOAD_ROWS: Tuple[ThresholdRow, ...] = (
         "throttling: AI Core busy at a frequency more than this below its rated one …",
     ),
     ThresholdRow(
+        "throttle_freq_exit_margin",
+        "× rated",
+        "… and a throttled clock counts as recovered only within this of rated",
+    ),
+    ThresholdRow(
         "throttle_near_limit_c",
         "°C",
-        "… thermal: the temperature within this of the model's warning limit (table above)",
+        "… cause thermal: the temperature within this of the family's warning limit (table above)",
     ),
     ThresholdRow(
         "throttle_power_share",
         "× rated",
-        "… power: the power at this share of the model's rated power (table above)",
+        "… cause power: power at this share of the rating (the card's when the reading is the card's) …",
     ),
     ThresholdRow(
-        "throttle_settle_samples", "samples", "throttling shows, and clears, after this many samples in a row"
+        "throttle_unreported_margin",
+        "× rated",
+        "… with neither cause in the readings, a throttle only when the clock is more than this below "
+        "rated (cause not reported)",
+    ),
+    ThresholdRow(
+        "throttle_settle_samples",
+        "samples",
+        "throttling shows once this many samples within `throttle_window_s` read it …",
+    ),
+    ThresholdRow("throttle_window_s", "s", "… (the shown cause is the commonest in this window)"),
+    ThresholdRow(
+        "throttle_clear_s",
+        "s",
+        "… and clears after this long with no throttled sample (a hunting clock stays)",
     ),
 )
 

@@ -13,11 +13,21 @@ import enum
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from npuwatch.chip_families import family_of
 from npuwatch.chip_link import KIND_PCIE, ChipLink, LinkState, pcie_record
 from npuwatch.judge.fault_codes import SOURCE as FAULT_SOURCE
 from npuwatch.judge.fault_codes import FaultHandling, worst_handling
-from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, limits_for
-from npuwatch.model import ChipSample, Health, Level, MetricStatus, NpuProcess, Snapshot, worst
+from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
+from npuwatch.model import (
+    ChipSample,
+    Health,
+    Level,
+    MetricStatus,
+    NpuProcess,
+    Snapshot,
+    WorkloadClass,
+    worst,
+)
 
 ChipKey = Tuple[int, int]
 
@@ -111,24 +121,35 @@ def power_bar_level(share: Optional[float], thresholds: Thresholds = DEFAULT_THR
 
 
 def held_memory(
-    chip: ChipSample, processes: Sequence[NpuProcess], thresholds: Thresholds = DEFAULT_THRESHOLDS
+    chip: ChipSample,
+    processes: Sequence[NpuProcess],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    process_table: bool = True,
 ) -> Optional[HeldMemory]:
-    """The memory ``chip`` holds though no process is listed on it, when beyond its idle allowance.
+    """The memory ``chip`` holds though no process is listed on it, when more than
+    ``hbm_held_min_mib`` beyond what an idle chip of its family holds.  The one rule of held
+    memory: the workload judge's ``idle-holding-hbm``, the alert and the doctor's ``hbm-held``.
 
-    A 310B is an SoC: its Memory-Usage is the board's RAM shared with Linux (capture 039: 1797 of
-    3513 MiB with no job), not memory a process can leak, so it is never judged.
+    Not held: a source that read no process table this tick (``process_table`` False: no process
+    listed is not no process); a chip whose AI Core is busy (a process not visible here uses it:
+    another container, an older driver); a 310B, whose Memory-Usage is the board's RAM shared with
+    Linux (capture 039: 1797 of 3513 MiB with no job), not memory a process can leak.
     """
-    if processes:
+    if processes or not process_table:
         return None
+    family = family_of(chip.identity.name)
     hbm = bool(chip.hbm_total_mib)
-    if not hbm and limits_for(chip.identity.name).shared_memory:
+    if not hbm and family.shared_memory:
+        return None
+    aicore = fresh(chip, "aicore_percent")
+    if aicore is not None and aicore >= thresholds.aicore_low_percent:
         return None
     used = fresh(chip, "hbm_used_mib" if hbm else "memory_used_mib")
     total = chip.hbm_total_mib if hbm else chip.memory_total_mib
     if used is None or not total:
         return None
-    idle = thresholds.idle_allowance_mib(total)
-    if used - idle < thresholds.hbm_held_min_mib:
+    idle = family.idle_memory_mib if family.idle_memory_mib else thresholds.idle_allowance_mib(total)
+    if used - idle <= thresholds.hbm_held_min_mib:
         return None
     return HeldMemory("HBM" if hbm else "memory", used, total, idle)
 
@@ -153,9 +174,12 @@ def judge_chip(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     in_container: bool = False,
+    process_table: bool = True,
 ) -> Judgement:
     """The chip's level and reasons.  ``processes`` are those listed on this chip, or ``None``-like
-    empty when there are none; ``in_container`` words the held-memory advice."""
+    empty when there are none; ``in_container`` words the held-memory advice; ``process_table``
+    says whether the source read a process table at all.  Held memory is a reason only when the
+    chip's settled workload (when judged) says so too, so a job's HBM teardown raises nothing."""
     lost = lost_reason(chip)
     if lost is not None:
         return _judgement([_lost(chip, lost)])
@@ -168,8 +192,9 @@ def judge_chip(
     temperature = _temperature(chip, thresholds)
     if temperature is not None:
         reasons.append(temperature)
-    held = held_memory(chip, processes, thresholds)
-    if held is not None:
+    held = held_memory(chip, processes, thresholds, process_table)
+    settled = chip.workload is None or chip.workload.kind is WorkloadClass.IDLE_HOLDING_HBM
+    if held is not None and settled:
         reasons.append(_held(chip, held, in_container))
     return _judgement(reasons)
 
@@ -186,9 +211,14 @@ def judge_snapshot(
     for process in snapshot.processes:
         by_chip.setdefault((process.npu_id, process.chip_id), []).append(process)
     in_container = snapshot.host is not None and snapshot.host.in_container
+    table = snapshot.described.process_table
     judged = {
         chip.identity.key: judge_chip(
-            chip, by_chip.get(chip.identity.key, ()), thresholds=thresholds, in_container=in_container
+            chip,
+            by_chip.get(chip.identity.key, ()),
+            thresholds=thresholds,
+            in_container=in_container,
+            process_table=table,
         )
         for chip in snapshot.chips
     }

@@ -52,6 +52,8 @@ class SimulatedProcessLookup:
             cpu_percent=process_cpu_percent(spec, now_s, self.seed),
             rss_bytes=spec.rss_mib * 1024 * 1024,
             start_time_s=self.started_at + started_s,
+            children=0,  # a simulated job is one process: its load is its own CPU %
+            children_cpu_percent=0.0,
         )
         return FoundProcess(spec.name, info)
 

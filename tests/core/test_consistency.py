@@ -78,7 +78,9 @@ CASES: Dict[str, Case] = {
     ),
     "health Critical": Case(chip(health=Health.CRITICAL), "critical", ("Critical",)),
     "health Unknown": Case(chip(health=Health.UNKNOWN), "unknown", ("health unknown",)),
-    "HBM held, no process": Case(chip(hbm_used_mib=20000), "warning", ("19.5 GiB HBM held, no process",)),
+    "HBM held, no process": Case(
+        chip(hbm_used_mib=20000, aicore_percent=0), "warning", ("19.5 GiB HBM held, no process",)
+    ),
     "HBM held by a process": Case(chip(hbm_used_mib=20000), "ok", (), (WORKER,)),
     "link degraded": Case(chip(pcie=PcieLink(32.0, 32.0, 8, 16)), "warning", ("PCIe x8 of x16",)),
     "link lost": Case(chip(pcie=PcieLink(present=False)), "critical", ("off the PCIe bus",)),

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 
+from npuwatch.chip_families import family_of
 from npuwatch.doctor import facts
 from npuwatch.doctor.checks import chip_health, hbm_held, pci_devices, pcie_link
 from npuwatch.doctor.result import Group, Status
-from npuwatch.judge import Thresholds
+from npuwatch.judge import Thresholds, judge_chip
+from npuwatch.judge.workload import WorkloadJudge
+from npuwatch.model import Snapshot, WorkloadClass
+from npuwatch.probes.npu_smi.table import parse_info
 from tests.conftest import capture_text
 from tests.doctor.machines import TestMachine, simulated
 
@@ -202,14 +207,43 @@ def test_hbm_held_warns_on_memory_held_with_no_process(tmp_path):
     assert "NPU 3: 30000 of 32768 MiB HBM in use with no process" in finding.details[0]
 
 
-def test_hbm_held_threshold_is_idle_allowance_plus_two_gib(tmp_path):
-    assert Thresholds().idle_allowance_mib(32768) == 4096
-    assert Thresholds().idle_allowance_mib(98304) == 6144
+def test_hbm_held_threshold_is_more_than_the_familys_idle_memory_plus_two_gib(tmp_path):
+    # The judge's rule (README: "more than 2 GiB above what an idle chip of its family holds").
+    idle_mib = family_of("910B4").idle_memory_mib
+    assert idle_mib is not None
+    edge = idle_mib + Thresholds().hbm_held_min_mib
     tm = simulated(tmp_path)
-    tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", 6143))
+    tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", edge))
     assert tm.run(hbm_held.CHECK).status is Status.PASS
-    tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", 6144))
+    tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", edge + 1))
     assert tm.run(hbm_held.CHECK).status is Status.WARN
+    # 5.5 GB left on a 32 GB 910B4 is held.
+    tm.scripted_npu_smi(set_hbm(capture_text("022"), "0000:82:00.0", 5632))
+    assert tm.run(hbm_held.CHECK).status is Status.WARN
+
+
+def set_aicore(text: str, bus_id: str, percent: int) -> str:
+    """``text`` with the AI Core % of the chip at ``bus_id`` set to ``percent``."""
+    pattern = re.compile(rf"^(\| 0\s+\| {re.escape(bus_id)}\s+\| )(\d+)(\s+)", re.MULTILINE)
+    return pattern.sub(
+        lambda m: f"{m.group(1)}{str(percent).ljust(len(m.group(2) + m.group(3)))}", text, count=1
+    )
+
+
+def test_hbm_held_and_the_judge_agree_a_busy_chip_with_no_process_is_in_use_elsewhere(tmp_path):
+    # Another tenant's job at 90 % AI Core, its PID not listed: not memory to free, for the doctor
+    # as for the judge (one rule: judge.rules.held_memory).
+    text = set_aicore(set_hbm(capture_text("022"), "0000:82:00.0", 30000), "0000:82:00.0", 90)
+    tm = simulated(tmp_path)
+    tm.scripted_npu_smi(text)
+    assert tm.run(hbm_held.CHECK).status is Status.PASS
+    table = parse_info(text)
+    busy = next(c for c in table.chips if c.identity.bus_id == "0000:82:00.0")
+    assert busy.aicore_percent == 90
+    judged = WorkloadJudge().judge(Snapshot(datetime.now(timezone.utc), "t", chips=(busy,)))
+    assert judged.chips[0].workload is not None
+    assert judged.chips[0].workload.kind is WorkloadClass.IN_USE_ELSEWHERE
+    assert judge_chip(judged.chips[0]).reasons == ()
 
 
 def _owned_by(tm: TestMachine, pid: int, uid: int, name: str) -> None:

@@ -57,7 +57,7 @@ def test_a_chip_held_back_shows_evidence_next_step_and_owner_in_amber() -> None:
     (owner,) = found.by_class("npuwatch-owner")
     assert "PID 48211 · alice · python3 train.py --config llama.yaml · 50337 MiB" in owner["text"]
     (dcmi,) = found.by_class("npuwatch-needs-dcmi")
-    assert dcmi["text"] == "needs the DCMI backend to tell aicpu-bound"
+    assert dcmi["text"] == "needs a source that reads AI CPU to tell aicpu-bound"
 
 
 def test_throttling_is_an_amber_mark_beside_the_tag() -> None:

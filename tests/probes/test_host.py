@@ -134,3 +134,42 @@ def test_psutil_lookup_of_a_dead_pid_says_why():
     found = PsutilLookup().lookup(2**22 + 12345)
     assert isinstance(found, str)
     assert "no process" in found
+
+
+def test_psutil_lookup_counts_the_cpu_of_a_process_s_children() -> None:
+    # A data-loader's workers are children of the listed process: psutil's per-process CPU leaves
+    # them out, so the lookup sums them.  A real parent with two spinning workers.
+    import subprocess
+    import sys
+    import time
+
+    spin = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass"
+    parent_code = (
+        "import subprocess, sys, time\n"
+        f"workers = [subprocess.Popen([sys.executable, '-c', {spin!r}]) for _ in range(2)]\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+        "for w in workers: w.kill(); w.wait()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == "ready"
+        lookup = PsutilLookup()
+        first = lookup.lookup(parent.pid)
+        assert isinstance(first, FoundProcess) and first.info.children == 2
+        deadline = time.monotonic() + 30.0
+        busy = 0.0
+        while time.monotonic() < deadline and busy < 20.0:
+            time.sleep(0.5)
+            found = lookup.lookup(parent.pid)
+            assert isinstance(found, FoundProcess)
+            busy = found.info.children_cpu_percent or 0.0
+        assert busy >= 20.0  # two spinning workers on a shared 2-core machine
+        assert found.info.tree_cpu_percent is not None and found.info.tree_cpu_percent >= busy
+        assert (found.info.cpu_percent or 0.0) < busy  # the parent itself only waits
+    finally:
+        if parent.stdin is not None:
+            parent.stdin.close()
+        parent.wait(timeout=30)

@@ -107,6 +107,8 @@ MODEL_LAYER = (
     "npuwatch.source_info",  # what read the chips (issue 28 seam)
     "npuwatch.chip_families",  # the chip-family table (issue 28 seam)
     "npuwatch.judge",
+    "npuwatch.source_info",  # what a source read (issue 28)
+    "npuwatch.chip_families",  # the chip-family table (issue 28)
 )
 
 # --- core: everything in npuwatch.* that is not a probe or a view ----------------------------

@@ -275,7 +275,7 @@ def test_the_detail_screen_says_throttling_and_what_needs_the_dcmi_backend() -> 
     )
     text = detail_text(npu_smi)
     assert re.search(r"Limited by  waiting  ▼ throttled: power", text), text
-    assert "Needs the DCMI backend to tell memory-bound, aicpu-bound." in text
+    assert "Needs a source that reads HBM bandwidth, AI CPU to tell memory-bound, aicpu-bound." in text
 
 
 def test_a_chip_not_judged_has_no_workload_section() -> None:
@@ -326,7 +326,7 @@ def test_the_snapshot_text_explains_a_chip_held_back_and_not_a_compute_bound_one
     assert "▲ NPU 3: idle-holding-hbm (over 9 s (10 samples)): 49.2 GiB held, no process" in text, text
     assert "    next step: Do the next thing about idle-holding-hbm." in text
     assert "    likely owner: PID 48211 · alice · python3 train.py --config llama.yaml" in text
-    assert "    (needs the DCMI backend to tell aicpu-bound)" in text
+    assert "    (needs a source that reads AI CPU to tell aicpu-bound)" in text
     assert "compute-bound (" not in text and "NPU 0:" not in text  # nothing to do about those
 
 

@@ -86,7 +86,8 @@ class WorkloadExplanation:
     evidence: Tuple[EvidenceRow, ...]  # the numbers that decided it (those read), with units
     window: str  # over 10 s (10 samples)
     #: The classes this chip source cannot decide (npu-smi reads no HBM bandwidth, AI CPU or
-    #: frequency), said as ``needs the DCMI backend to tell memory-bound, aicpu-bound``; "" if none.
+    #: frequency), said as ``needs a source that reads HBM bandwidth, AI CPU to tell memory-bound,
+    #: aicpu-bound`` (``npuwatch.judge.workload_text.needs_sentence``); "" if none.
     needs_dcmi: str = ""
     #: Memory held with no process: the process that held it last (``PID 48211 · alice ·
     #: python3 train.py · 50337 MiB · last seen 10:01:02, 2:05 before this sample``).

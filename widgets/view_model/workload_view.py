@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 from npuwatch.metrics_table import BY_NAME, metric
+from npuwatch.judge.workload_text import needs_sentence
 from npuwatch.model import (
     EvidenceValue,
     LastOwner,
@@ -50,9 +51,7 @@ def explain(workload: Workload, now: datetime) -> WorkloadExplanation:
         next_step=workload.next_step,
         evidence=evidence,
         window=_window(workload),
-        needs_dcmi=f"needs the DCMI backend to tell {', '.join(workload.needs_dcmi)}"
-        if workload.needs_dcmi
-        else "",
+        needs_dcmi=needs_sentence(workload.needs_dcmi),
         owner=None if workload.owner is None else owner_text(workload.owner, now),
     )
 
