@@ -7,8 +7,8 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
-from npuwatch.metrics_table import BY_NAME, metric
 from npuwatch.judge.workload_text import needs_sentence
+from npuwatch.metrics_table import BY_NAME, metric
 from npuwatch.model import (
     EvidenceValue,
     LastOwner,
