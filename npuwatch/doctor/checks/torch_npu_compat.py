@@ -56,7 +56,11 @@ PYTHON_FOR_TORCH = {
 }
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-_POST = re.compile(r"\.post\d+$", re.IGNORECASE)
+#: The release part of a PEP 440 version: ``2.7.1`` of ``2.7.1.dev20250724``, ``2.7.1rc1``,
+#: ``2.1.0.post6`` or ``2.7.1+cpu``.
+_RELEASE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+#: A pre-release or development build (``.devN``, ``rcN``, ``aN``, ``bN``): never a listed release.
+_PRE = re.compile(r"^\.?(dev|rc|c|a|b|alpha|beta|pre|preview)\.?\d*", re.IGNORECASE)
 _CUDA_LINE = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 
 
@@ -66,8 +70,23 @@ def torch_base(version: str) -> str:
 
 
 def torch_npu_base(version: str) -> str:
-    """``2.1.0.post6`` → ``2.1.0``: the torch release a torch_npu build is for."""
-    return _POST.sub("", torch_base(version))
+    """``2.1.0.post6`` or ``2.7.1.dev20250724`` → the torch release a torch_npu build is for."""
+    return release_part(version)
+
+
+def release_part(version: str) -> str:
+    """``2.7.1`` of any build of it (``.postN``, ``.devN``, ``rcN``, ``+cpu``): what torch and
+    torch_npu are compared by (runtime-and-doctor.md §8.1)."""
+    found = _RELEASE.match(version)
+    return found.group(1) if found else torch_base(version).strip()
+
+
+def prerelease(version: str) -> bool:
+    """Whether ``version`` is a development or release-candidate build (``2.7.1.dev20250724``,
+    ``2.7.1rc1``): the compatibility table lists none, so it is at most untested."""
+    found = _RELEASE.match(version)
+    rest = torch_base(version)[found.end() :] if found else ""
+    return bool(_PRE.match(rest))
 
 
 def cuda_build(env: PythonEnv, torch_version: str) -> Optional[str]:
@@ -91,7 +110,10 @@ def cann_pairs(cann: str) -> Optional[Tuple[Tuple[str, str], ...]]:
 
 
 def canns_for(torch_npu: str) -> List[str]:
-    """The CANN versions a torch_npu build is listed for."""
+    """The CANN versions a torch_npu build is listed for (a dev/rc build: its release's)."""
+    if prerelease(torch_npu):
+        base = release_part(torch_npu)
+        return [line for line, pairs in TORCH_NPU_MATRIX if any(t == base for _, t in pairs)]
     return [line for line, pairs in TORCH_NPU_MATRIX if any(npu == torch_npu for npu, _ in pairs)]
 
 
@@ -122,7 +144,7 @@ def _autoload_note(machine: Machine, torch: str) -> str:
 
 
 def _mismatch(machine: Machine, torch: str, npu: str, cann: Optional[str]) -> Problem:
-    base = torch_base(torch)
+    base = release_part(torch)
     fixes = []
     pick = torch_npu_for(base, cann)
     if pick is not None:
@@ -149,8 +171,8 @@ def _cuda(machine: Machine, torch: str, why: str) -> Problem:
 
 def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     if cann is None:
-        return []
-    base = torch_base(torch)
+        return _prerelease_untested(torch, npu, None, None)
+    base = release_part(torch)
     pairs = cann_pairs(cann)
     if pairs is None:
         listed = TORCH_NPU_MATRIX[0][0]
@@ -162,17 +184,30 @@ def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
                 f"Ascend/pytorch's README for CANN {cann} (npuwatch's table ends at {listed})",
             )
         ]
-    if (npu, base) in pairs or (torch_base(npu), base) in pairs:
+    here = next((p for p, t in pairs if t == base), None)
+    if prerelease(npu) or prerelease(torch):
+        if here is not None:
+            return _prerelease_untested(torch, npu, cann, here)
+    elif (npu, base) in pairs or (torch_base(npu), base) in pairs:
         return []
     elsewhere = canns_for(npu)
-    here = next((p for p, t in pairs if t == base), None)
     fix = f"`pip install torch_npu=={here}` (the build for CANN {cann})" if here else ""
     if not fix:
         tested = ", ".join(f"torch {t} + torch_npu {p}" for p, t in pairs)
         first_npu, first_torch = pairs[0]
         command = f"pip install torch=={first_torch} torch_npu=={first_npu}"
         fix = f"install a pair CANN {cann} lists ({tested}), e.g. `{command}`"
-    if elsewhere:
+    if prerelease(npu):
+        released = (
+            f" (torch_npu {release_part(npu)} is listed for CANN {', '.join(elsewhere)})" if elsewhere else ""
+        )
+        summary = (
+            f"torch_npu {npu} is a development build, not in the compatibility table for CANN {cann}"
+            f"{released}: untested"
+        )
+        if elsewhere:
+            fix += f", or install CANN {elsewhere[0]}"
+    elif elsewhere:
         summary = (
             f"torch_npu {npu} is built for CANN {', '.join(elsewhere)}, this machine has CANN {cann}: "
             "untested (`undefined symbol` in CANN/ATB libraries is the usual sign)"
@@ -181,6 +216,34 @@ def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     else:
         summary = f"torch_npu {npu} is not in the compatibility table for CANN {cann}: untested"
     return [Problem(Status.WARN, summary, fix)]
+
+
+def _prerelease_untested(torch: str, npu: str, cann: Optional[str], listed: Optional[str]) -> List[Problem]:
+    """A dev/rc build of a listed release: untested, never a mismatch (issue 29 item 2)."""
+    builds = [f"{name} {v}" for name, v in (("torch", torch), ("torch_npu", npu)) if prerelease(v)]
+    if not builds:
+        return []
+    base = release_part(torch)
+    what = " and ".join(builds) + (
+        " are development builds" if len(builds) > 1 else " is a development build"
+    )
+    if listed is None:
+        return [
+            Problem(
+                Status.WARN,
+                f"{what} of {base}: the compatibility table lists releases only, so this is untested",
+                f"keep it if the image that ships it was tested with it (vllm-ascend images are), or install "
+                f"the release: `pip install torch=={base}` and the torch_npu listed for your CANN",
+            )
+        ]
+    return [
+        Problem(
+            Status.WARN,
+            f"{what} of {base}; CANN {cann} lists torch {base} with torch_npu {listed}: untested",
+            f"keep it if the image that ships it was tested with it (vllm-ascend images are), or install the "
+            f"tested build: `pip install torch=={base} torch_npu=={listed}`",
+        )
+    ]
 
 
 def _python_range(env: PythonEnv, torch: str) -> List[Problem]:
@@ -249,7 +312,7 @@ def run(machine: Machine) -> Finding:
     why = cuda_build(env, torch)
     if why is not None:
         problems.append(_cuda(machine, torch, why))
-    if torch_npu_base(npu) != torch_base(torch):
+    if release_part(npu) != release_part(torch):
         problems.append(_mismatch(machine, torch, npu, cann))
     else:
         problems += _cann_pairing(torch, npu, cann)

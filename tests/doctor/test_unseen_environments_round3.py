@@ -1,0 +1,174 @@
+"""Whole-doctor runs on the third set of unseen environments (issue 29).
+
+Each test builds the machine as a sysroot tree (dist-info metadata, version files, /etc files,
+device nodes), runs the doctor through the engine or the CLI with ``--root``, and asserts the
+check, its verdict and the fix it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Dict, Iterable, Optional
+
+import pytest
+
+from npuwatch.doctor import facts, registry
+from npuwatch.doctor.engine import run_doctor
+from npuwatch.doctor.machine import Machine
+from npuwatch.doctor.result import CheckResult, Status
+from npuwatch.probes.sysroot_builder import PYTHON_SITE
+from tests.doctor.machines import TestMachine, simulated
+
+SITE = str(PYTHON_SITE)
+
+
+def act_as(monkeypatch, uid: int, name: str, gids: Iterable[int]) -> None:
+    identity = facts.UserIdentity(uid, name, frozenset(gids), process=False)
+    monkeypatch.setattr(facts, "current_user", lambda: identity)
+
+
+@pytest.fixture(autouse=True)
+def _as_root(monkeypatch):
+    act_as(monkeypatch, 0, "root", {0})
+
+
+def doctor(tm: TestMachine, machine: Optional[Machine] = None) -> Dict[str, CheckResult]:
+    report = run_doctor(machine or tm.machine(), registry.all_checks())
+    return {result.id: result for result in report.results}
+
+
+def cli(tm: TestMachine, *args: str) -> Dict[str, dict]:
+    """``npuwatch doctor --root TREE --json`` as a user runs it, with the machine's environment."""
+    done = subprocess.run(
+        [sys.executable, "-m", "npuwatch", "doctor", "--root", str(tm.root), "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **tm.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode in (0, 1, 2), done.stderr
+    return {check["id"]: check for check in json.loads(done.stdout)["results"]}
+
+
+def swap(tm: TestMachine, name: str, version: str, site: str = SITE) -> None:
+    """Uninstall ``name`` wherever the simulator put it and install ``version`` in ``site``."""
+    for info in tm.builder.path(SITE).glob(f"{name}-*.dist-info"):
+        shutil.rmtree(info)
+    tm.builder.install_python_package(name, version, site=site, modules=[name])
+
+
+# ---------------------------------------------------------------- 2. torch_npu dev and rc builds
+
+
+@pytest.mark.parametrize(
+    ("torch", "npu", "summary"),
+    [
+        (  # the vllm-ascend v0.10 images
+            "2.7.1+cpu",
+            "2.7.1.dev20250724",
+            "torch_npu 2.7.1.dev20250724 is a development build of 2.7.1; CANN 8.5.0 lists torch 2.7.1 "
+            "with torch_npu 2.7.1.post2: untested",
+        ),
+        (
+            "2.6.0",
+            "2.6.0rc1",
+            "torch_npu 2.6.0rc1 is a development build of 2.6.0; CANN 8.5.0 lists torch 2.6.0 "
+            "with torch_npu 2.6.0.post5: untested",
+        ),
+        (
+            "2.8.0rc3+cpu",
+            "2.8.0.post2",
+            "torch 2.8.0rc3+cpu is a development build of 2.8.0; CANN 8.5.0 lists torch 2.8.0 "
+            "with torch_npu 2.8.0.post2: untested",
+        ),
+    ],
+)
+def test_dev_or_rc_build_of_the_same_release_is_untested_not_a_mismatch(tmp_path, torch, npu, summary):
+    tm = simulated(tmp_path, "910b-wide")  # CANN 8.5.0
+    swap(tm, "torch", torch)
+    swap(tm, "torch_npu", npu)
+    result = doctor(tm)["torch-npu-compat"]
+    assert result.status is Status.WARN, result.summary
+    assert result.summary == summary
+    assert "==2.7.1.dev" not in (result.hint or "")
+
+
+def test_dev_build_of_another_release_asks_for_the_torch_release(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    swap(tm, "torch", "2.6.0+cpu")
+    swap(tm, "torch_npu", "2.7.1.dev20250724")
+    result = doctor(tm)["torch-npu-compat"]
+    assert result.status is Status.FAIL
+    assert "keep torch_npu and `pip install torch==2.7.1`" in (result.hint or "")
+    assert "torch==2.7.1.dev" not in (result.hint or "")
+
+
+# ---------------------------------------------------------------- 3. the job's Python in a tree
+
+
+def _move_site(tm: TestMachine, site: str, names: Iterable[str] = ()) -> None:
+    """Move the simulator's packages (all, or ``names``) from its site folder to ``site``."""
+    old, new = tm.builder.path(SITE), tm.builder.path(site)
+    new.mkdir(parents=True, exist_ok=True)
+    for entry in list(old.iterdir()):
+        stem = entry.name.split("-", 1)[0].lower()
+        if not names or stem in names:
+            shutil.move(str(entry), str(new / entry.name))
+
+
+def _ascend_built_python(tm: TestMachine, prefix: str, version: str) -> None:
+    """Python built into ``prefix`` as Ascend's images do: ``bin/python3 -> python3.X``."""
+    tm.builder.install_executable(f"{prefix}/bin/python{version}", "#!/bin/sh\n")
+    tm.builder.symlink(f"{prefix}/bin/python3", f"{prefix}/bin/python{version}")
+
+
+def test_ascend_image_python_on_path_is_the_jobs_python(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    prefix = "/usr/local/python3.11.6"
+    _ascend_built_python(tm, prefix, "3.11")
+    _move_site(tm, f"{prefix}/lib/python3.11/site-packages")
+    tm.environ["PATH"] = f"{prefix}/bin:{tm.environ['PATH']}:/usr/local/bin:/usr/bin"
+    results = doctor(tm)
+    deps = results["cann-python-deps"]
+    assert deps.status is Status.PASS, deps.summary
+    assert f"Python 3.11 ({prefix}/bin/python3)" in deps.details
+    compat = results["torch-npu-compat"]
+    assert compat.status is Status.PASS, compat.summary
+    assert compat.summary.endswith("Python 3.11: tested together")
+
+
+def test_ascend_built_python_off_path_is_still_found(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    prefix = "/usr/local/python3.10.14"
+    _ascend_built_python(tm, prefix, "3.10")
+    _move_site(tm, f"{prefix}/lib/python3.10/site-packages", {"numpy"})
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.FAIL, result.summary  # only numpy is in its site-packages
+    assert (result.hint or "").startswith(f"`{prefix}/bin/python3 -m pip install decorator sympy")
+
+
+def test_openeuler_lib64_site_packages_are_searched(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    compiled = {"numpy", "scipy", "psutil", "cffi", "pyyaml", "torch", "torch_npu"}
+    _move_site(tm, "/usr/local/lib64/python3.10/site-packages", compiled)
+    tm.builder.install_executable("/usr/bin/python3.10", "#!/bin/sh\n")
+    tm.builder.symlink("/usr/bin/python3", "/usr/bin/python3.10")
+    tm.environ["PATH"] = f"{tm.environ['PATH']}:/usr/bin"
+    results = cli(tm, "--only", "cann-python-deps,torch-npu-compat")
+    assert results["cann-python-deps"]["status"] == "pass", results["cann-python-deps"]["summary"]
+    assert results["torch-npu-compat"]["status"] == "pass", results["torch-npu-compat"]["summary"]
+
+
+def test_system_python_on_path_judges_its_own_version_only(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    tm.builder.path("/usr/local/lib/python3.12/site-packages").mkdir(parents=True)  # a stray folder
+    tm.builder.install_executable("/usr/bin/python3.10", "#!/bin/sh\n")
+    os.symlink("/usr/bin/python3.10", tm.builder.path("/usr/bin/python3"))  # absolute: read inside the tree
+    tm.environ["PATH"] = "/usr/bin"
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.PASS, result.summary
+    assert "Python 3.10 (/usr/bin/python3)" in result.details
