@@ -172,3 +172,38 @@ def test_system_python_on_path_judges_its_own_version_only(tmp_path):
     result = doctor(tm)["cann-python-deps"]
     assert result.status is Status.PASS, result.summary
     assert "Python 3.10 (/usr/bin/python3)" in result.details
+
+
+# ---------------------------------------------------------------- 4. ASCEND_VISIBLE_DEVICES on runc
+
+
+@pytest.mark.parametrize(("removed", "logical"), [((), "2,3"), ((0,), "1,2")])
+def test_ascend_visible_devices_nothing_applied_in_a_runc_container(tmp_path, removed, logical):
+    tm = simulated(tmp_path)  # 8 chips
+    tm.builder.mark_container("docker")
+    for chip in removed:
+        tm.remove(f"/dev/davinci{chip}")
+    tm.environ["ASCEND_VISIBLE_DEVICES"] = "2,3"
+    result = doctor(tm)["visible-devices"]
+    assert result.status is Status.WARN, result.summary
+    assert result.summary.startswith(f"ASCEND_VISIBLE_DEVICES=2,3 names 2 of the {8 - len(removed)} chips")
+    assert "did not start this container" in result.summary
+    assert (result.hint or "").startswith(f"`export ASCEND_RT_VISIBLE_DEVICES={logical}`")
+
+
+def test_ascend_visible_devices_applied_by_the_runtime_passes(tmp_path):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    for chip in (0, 1, 4, 5, 6, 7):
+        tm.remove(f"/dev/davinci{chip}")
+    tm.environ["ASCEND_VISIBLE_DEVICES"] = "2,3"
+    result = doctor(tm)["visible-devices"]
+    assert result.status is Status.PASS, result.summary
+
+
+def test_ascend_visible_devices_with_rt_visible_set_is_limited(tmp_path):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    tm.environ["ASCEND_VISIBLE_DEVICES"] = "2,3"
+    tm.environ["ASCEND_RT_VISIBLE_DEVICES"] = "2,3"
+    assert doctor(tm)["visible-devices"].status is Status.PASS
