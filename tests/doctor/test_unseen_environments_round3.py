@@ -21,6 +21,7 @@ from npuwatch.doctor.engine import run_doctor
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import CheckResult, Status
 from npuwatch.probes.sysroot_builder import PYTHON_SITE
+from tests.conftest import capture_text
 from tests.doctor.machines import TestMachine, simulated
 
 SITE = str(PYTHON_SITE)
@@ -207,3 +208,86 @@ def test_ascend_visible_devices_with_rt_visible_set_is_limited(tmp_path):
     tm.environ["ASCEND_VISIBLE_DEVICES"] = "2,3"
     tm.environ["ASCEND_RT_VISIBLE_DEVICES"] = "2,3"
     assert doctor(tm)["visible-devices"].status is Status.PASS
+
+
+# ---------------------------------------------------------------- 5. the container's users
+
+
+def test_container_user_without_passwd_entry_warns(tmp_path, monkeypatch):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    tm.builder.add_dev_nodes(range(8), mode=0o666)
+    tm.builder.write_file("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
+    tm.builder.write_file("/etc/group", "root:x:0:\nHwHiAiUser:x:1000:\n")
+    act_as(monkeypatch, 1000, "hostuser", {1000})  # this host names uid 1000; the image does not
+    result = doctor(tm)["device-permissions"]
+    assert result.status is Status.WARN, result.summary
+    assert result.summary.startswith("uid 1000 has no entry in this container's /etc/passwd")
+    assert "HCCL" in result.summary
+    assert "`RUN useradd -u 1000 -g HwHiAiUser -m npuuser`" in (result.hint or "")
+    assert "hostuser" not in result.summary + (result.hint or "") + " ".join(result.details)
+
+
+def test_container_user_in_passwd_passes(tmp_path, monkeypatch):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    tm.builder.add_dev_nodes(range(8), mode=0o666)
+    tm.builder.write_file(
+        "/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nmlops:x:1000:1000::/home/mlops:/bin/sh\n"
+    )
+    act_as(monkeypatch, 1000, "hostuser", {1000})
+    result = doctor(tm)["device-permissions"]
+    assert result.status is Status.PASS, result.summary
+    assert result.summary == "mlops (uid 1000) can open all 11 device nodes"
+
+
+def test_image_driver_group_other_than_the_nodes_owner(tmp_path, monkeypatch):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    tm.builder.add_dev_nodes(range(8), mode=0o660)
+    node_gid = os.stat(tm.builder.path("/dev/davinci0")).st_gid
+    image_gid = node_gid + 1000  # the image made its own HwHiAiUser, not the host's
+    tm.builder.write_file(
+        "/etc/passwd",
+        f"root:x:0:0:root:/root:/bin/bash\nHwHiAiUser:x:{image_gid}:{image_gid}::/home/HwHiAiUser:/bin/bash\n",
+    )
+    tm.builder.write_file("/etc/group", f"HwHiAiUser:x:{image_gid}:\n")
+    act_as(monkeypatch, image_gid, "HwHiAiUser", {image_gid})
+    result = doctor(tm)["device-permissions"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith(f"HwHiAiUser (uid {image_gid}) cannot open 11 of 11 device nodes")
+    assert result.summary.endswith(
+        f"(this image's HwHiAiUser is gid {image_gid}, but the nodes belong to gid {node_gid}, "
+        "the host's driver group)"
+    )
+    hint = result.hint or ""
+    assert hint.startswith(f"the nodes belong to gid {node_gid} and mode 0660")
+    assert f"--group-add {node_gid}" in hint
+
+
+# ---------------------------------------------------------------- 6. the image's own driver userland
+
+
+def test_image_driver_userland_older_than_the_hosts_driver(tmp_path):
+    tm = simulated(tmp_path)
+    tm.builder.mark_container("docker")
+    tm.scripted_npu_smi(capture_text("022"))  # the host's npu-smi, mounted: Version: 25.0.rc1.1
+    tm.builder.install_driver("24.1.0", userland=False)  # the image's own version.info
+    result = doctor(tm)["driver-install"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith(
+        "this container's driver userland (/usr/local/Ascend/driver/version.info: 24.1.0) is older than "
+        "the host's driver 25.0.rc1.1 (npu-smi)"
+    )
+    assert (result.hint or "").startswith(
+        "use the host's driver libraries instead of the image's: -v /usr/local/"
+    )
+
+
+@pytest.mark.parametrize("scenario", ["910b-training", "a3", "310p-duo", "950"])
+def test_container_with_the_hosts_driver_passes(tmp_path, scenario):
+    tm = simulated(tmp_path, scenario)
+    tm.builder.mark_container("docker")
+    result = doctor(tm)["driver-install"]
+    assert result.status is Status.PASS, result.summary
+    assert any(line.startswith("the host's driver (npu-smi's Version:): ") for line in result.details)
