@@ -50,6 +50,8 @@ _ENV_SITES = ("lib64/python3.*/site-packages", "lib/python3.*/site-packages")
 _BUILT_PYTHONS = "usr/local/python3*/bin/python3"
 _INTERPRETER = re.compile(r"^python(\d)\.(\d{1,2})$")
 _LINK_HOPS = 16
+#: At most this many Requires-Dist lines are read from one distribution.
+_MAX_REQUIRES = 200
 _PYTHON_DIR = re.compile(r"^python(\d)\.(\d{1,2})$")
 _VERSION = re.compile(r"^(\d)\.(\d{1,2})")
 _SYSTEM_PREFIXES = ("/usr", "/usr/local")
@@ -200,6 +202,27 @@ class PythonEnv:
         """The folder (``site-packages``) distribution ``name`` is installed in, or ``None``."""
         found = self._distributions().get(normalize_name(name))
         return found[1] if found else None
+
+    def requires(self, name: str) -> Tuple[str, ...]:
+        """The ``Requires-Dist`` lines of distribution ``name`` (the one on the path), or ``()``."""
+        site = self.distribution_location(name)
+        if site is None:
+            return ()
+        for dist in metadata.distributions(path=[str(site)]):
+            try:
+                if normalize_name(dist.metadata["Name"] or "") == normalize_name(name):
+                    return tuple((dist.requires or [])[:_MAX_REQUIRES])
+            except Exception:  # damaged metadata reads as no requirement
+                return ()
+        return ()
+
+    def distributions_under(self, folder: Path) -> Tuple[str, ...]:
+        """The distributions (normalized names) installed in a path folder inside ``folder``."""
+        names = []
+        for name, (_, site) in self._distributions().items():
+            if site == folder or folder in site.parents:
+                names.append(name)
+        return tuple(sorted(names))
 
     def find_module(self, name: str) -> Optional[Path]:
         """Where ``import name`` would load from (dotted names too), without importing anything.

@@ -291,3 +291,67 @@ def test_container_with_the_hosts_driver_passes(tmp_path, scenario):
     result = doctor(tm)["driver-install"]
     assert result.status is Status.PASS, result.summary
     assert any(line.startswith("the host's driver (npu-smi's Version:): ") for line in result.details)
+
+
+# ---------------------------------------------------------------- 7. numpy against CANN's own requirement
+
+
+def _cann_wheel(tm: TestMachine, requires: str) -> str:
+    """CANN's te package in ``<home>/python/site-packages`` (set_env.sh's PYTHONPATH), stating ``requires``."""
+    site = f"{tm.environ['ASCEND_HOME_PATH']}/python/site-packages"
+    tm.builder.write_file(
+        f"{site}/te-0.4.0.dist-info/METADATA",
+        f"Metadata-Version: 2.1\nName: te\nVersion: 0.4.0\nRequires-Dist: {requires}\nRequires-Dist: sympy\n",
+    )
+    tm.builder.write_file(f"{site}/te/__init__.py", "")
+    return site
+
+
+def test_numpy_2_under_cann_8_0_fails(tmp_path):
+    tm = simulated(tmp_path)  # CANN 8.0.RC2
+    swap(tm, "numpy", "2.0.2")
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith("numpy 2.0.2 does not meet numpy<2, which CANN 8.0.RC2 needs")
+    assert "500001" in result.summary
+    assert (result.hint or "").startswith("`python3.10 -m pip install 'numpy<2'`")
+
+
+def test_numpy_2_under_cann_8_5_passes(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")  # CANN 8.5.0
+    swap(tm, "numpy", "2.1.3")
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.PASS, result.summary
+
+
+def test_numpy_against_what_canns_own_package_states(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")  # CANN 8.5.0: no rule of its own, but its te says numpy < 2
+    _cann_wheel(tm, "numpy (<2.0,>=1.19)")
+    swap(tm, "numpy", "2.1.3")
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith(
+        "numpy 2.1.3 does not meet numpy<2.0,>=1.19, which CANN's te 0.4.0 needs"
+    )
+    assert (result.hint or "").startswith("`python3.10 -m pip install 'numpy<2.0,>=1.19'`")
+
+
+def test_canns_own_statement_wins_over_the_release_rule(tmp_path):
+    tm = simulated(tmp_path)  # CANN 8.0.RC2, whose te here allows numpy 2
+    _cann_wheel(tm, "numpy>=1.19")
+    swap(tm, "numpy", "2.0.2")
+    result = doctor(tm)["cann-python-deps"]
+    assert result.status is Status.PASS, result.summary
+    assert any("Requires-Dist: numpy>=1.19" in line for line in result.details)
+
+
+def test_requirement_clauses():
+    from npuwatch.probes.requirements import parse_requirement
+
+    req = parse_requirement('numpy (<2.0,>=1.19) ; python_version >= "3.8"')
+    assert req is not None and req.name == "numpy" and req.specifier == "<2.0,>=1.19"
+    assert req.allows("1.26.4") and not req.allows("2.0.2") and not req.allows("1.18.5")
+    assert parse_requirement("numpy==1.26.*").allows("1.26.4")  # type: ignore[union-attr]
+    assert parse_requirement("torch-npu~=2.7.1").allows("2.7.1.post2")  # type: ignore[union-attr]
+    assert parse_requirement("numpy<2").allows("garbage") is None  # type: ignore[union-attr]
+    assert parse_requirement("numpy <<2") is None
