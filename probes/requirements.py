@@ -14,6 +14,8 @@ from typing import Optional, Tuple
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;)]*)\)?\s*(?:;(.*))?$")
 _CLAUSE = re.compile(r"^\s*(~=|==|!=|<=|>=|<|>|===)\s*([A-Za-z0-9.*+!_-]+)\s*$")
 _RELEASE = re.compile(r"^\s*v?(?:\d+!)?(\d+(?:\.\d+)*)")
+#: A pre-release or development build after the release (``.devN``, ``rcN``, ``aN``, ``bN``).
+_PRE = re.compile(r"^\.?(dev|rc|c|a|b|alpha|beta|pre|preview)\.?\d*", re.IGNORECASE)
 #: At most this many clauses are read from one line (a hostile METADATA file).
 _MAX_CLAUSES = 16
 
@@ -63,6 +65,22 @@ def release(version: str) -> Tuple[int, ...]:
     """``(2, 0, 2)`` of ``2.0.2``, ``2.0.2rc1`` or ``2.0.2+local``; ``()`` when there is none."""
     found = _RELEASE.match(version)
     return tuple(int(part) for part in found.group(1).split(".")) if found else ()
+
+
+def release_part(version: str) -> str:
+    """``2.7.1`` of any build of it (``.postN``, ``.devN``, ``rcN``, ``+cpu``): what torch and
+    torch_npu are compared by (runtime-and-doctor.md §8.1); the text without its local tag when
+    it has no release numbers."""
+    found = _RELEASE.match(version)
+    return found.group(1) if found else version.split("+", 1)[0].strip()
+
+
+def prerelease(version: str) -> bool:
+    """Whether ``version`` is a development or release-candidate build (``2.7.1.dev20250724``,
+    ``2.7.1rc1``), never a published release."""
+    found = _RELEASE.match(version)
+    rest = version.split("+", 1)[0][found.end() :] if found else ""
+    return bool(_PRE.match(rest))
 
 
 def _padded(first: Tuple[int, ...], second: Tuple[int, ...]) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:

@@ -56,6 +56,12 @@ def version_matches(version: str, prefix: str) -> bool:
     return have[: len(want)] == want
 
 
+def same_release(first: str, second: str) -> bool:
+    """Whether two CANN-numbered versions are one release (``8.1.RC1`` = ``8.1.rc1``; ``8.0.0`` ≠
+    ``8.1.RC1``): their first three components, as NNAL is published per CANN release."""
+    return _components(first)[:3] == _components(second)[:3]
+
+
 def _components(version: str) -> List[str]:
     return [part for part in re.split(r"[.\-_]", version.strip().lower()) if part]
 

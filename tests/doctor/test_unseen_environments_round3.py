@@ -297,7 +297,7 @@ def test_container_with_the_hosts_driver_passes(tmp_path, scenario):
 
 
 def _cann_wheel(tm: TestMachine, requires: str) -> str:
-    """CANN's te package in ``<home>/python/site-packages`` (set_env.sh's PYTHONPATH), stating ``requires``."""
+    """CANN's te package in ``<home>/python/site-packages`` (on PYTHONPATH), stating ``requires``."""
     site = f"{tm.environ['ASCEND_HOME_PATH']}/python/site-packages"
     tm.builder.write_file(
         f"{site}/te-0.4.0.dist-info/METADATA",
@@ -355,3 +355,73 @@ def test_requirement_clauses():
     assert parse_requirement("torch-npu~=2.7.1").allows("2.7.1.post2")  # type: ignore[union-attr]
     assert parse_requirement("numpy<2").allows("garbage") is None  # type: ignore[union-attr]
     assert parse_requirement("numpy <<2") is None
+
+
+# ---------------------------------------------------------------- 8. NNAL/ATB
+
+NNAL = "/usr/local/Ascend/nnal/atb"
+ATB_LIB = f"{NNAL}/latest/atb/cxx_abi_1/lib"
+
+
+def _nnal(tm: TestMachine, version: str) -> None:
+    """NNAL ``version`` installed and sourced (set_env.sh's ATB_HOME_PATH and LD_LIBRARY_PATH)."""
+    tm.builder.write_file(f"{NNAL}/latest/version.info", f"Version={version}\nversion_dir={version}\n")
+    tm.builder.write_file(f"{NNAL}/set_env.sh", "# NNAL (simulated)\n")
+    tm.builder.install_library(f"{ATB_LIB}/libatb.so")
+    tm.environ["ATB_HOME_PATH"] = ATB_LIB[: -len("/lib")]
+    tm.environ["LD_LIBRARY_PATH"] += f":{ATB_LIB}"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "cann", "nnal"), [("idle", "8.1.RC1", "8.0.0"), ("910b-wide", "8.5.0", "8.3.RC1")]
+)
+def test_nnal_of_another_cann_release_warns(tmp_path, scenario, cann, nnal):
+    tm = simulated(tmp_path, scenario)
+    _nnal(tm, nnal)
+    result = doctor(tm)["cann-libraries"]
+    assert result.status is Status.WARN, result.summary
+    assert result.summary.startswith(f"NNAL {nnal} ({NNAL}/latest/version.info) is not for CANN {cann}")
+    assert (result.hint or "").startswith(f"install NNAL {cann} (`bash Ascend-cann-nnal_{cann}_linux-")
+
+
+def test_nnal_of_the_cann_release_passes(tmp_path):
+    tm = simulated(tmp_path, "idle")
+    _nnal(tm, "8.1.RC1")
+    result = doctor(tm)["cann-libraries"]
+    assert result.status is Status.PASS, result.summary
+    assert result.summary.endswith("libatb load from LD_LIBRARY_PATH")
+
+
+@pytest.mark.parametrize(
+    ("install", "user"),
+    [
+        (
+            lambda tm: tm.builder.install_python_package("vllm-ascend", "0.9.1", site=SITE),
+            "vllm-ascend 0.9.1",
+        ),
+        (lambda tm: swap(tm, "torch_npu", "2.8.0.dev20250901"), "torch_npu 2.8.0.dev20250901 (a dev build)"),
+        (
+            lambda tm: tm.builder.write_file(
+                "/usr/local/Ascend/mindie/latest/version.info", "Version=2.1.RC1\n"
+            ),
+            "MindIE",
+        ),
+    ],
+)
+def test_something_needing_atb_without_nnal_fails(tmp_path, install, user):
+    tm = simulated(tmp_path, "910b-wide")  # CANN 8.5.0, no NNAL
+    install(tm)
+    result = doctor(tm)["cann-libraries"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith(f"libatb.so will not be found: install NNAL 8.5.0 (no {NNAL}; {user}")
+    assert "Ascend-cann-nnal_8.5.0_linux-" in (result.hint or "")
+
+
+def test_nnal_verdict_in_an_untrusted_tree_through_the_cli(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    tm.builder.install_python_package("vllm-ascend", "0.10.0rc1", site=SITE)
+    tm.environ.pop("NPUWATCH_TRUST_ROOT", None)  # a tree as users bring it: nothing of it is run
+    found = cli(tm, "--only", "cann-libraries")["cann-libraries"]
+    assert found["status"] == "fail", found["summary"]
+    assert found["summary"].startswith("libatb.so will not be found: install NNAL 8.5.0")
+    assert any("not trusted" in line for line in found["details"])

@@ -17,6 +17,7 @@ from npuwatch.doctor.facts import active_home, home_version, version_key, versio
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, Problem, Status, combine, skipped
 from npuwatch.probes.python_env import PythonEnv
+from npuwatch.probes.requirements import prerelease, release_part
 
 #: (CANN, ((torch_npu, torch), …)), newest first: Ascend/pytorch README / COMPATIBILITY.en.md
 #: as summarised in runtime-and-doctor.md §8.1.
@@ -56,11 +57,6 @@ PYTHON_FOR_TORCH = {
 }
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-#: The release part of a PEP 440 version: ``2.7.1`` of ``2.7.1.dev20250724``, ``2.7.1rc1``,
-#: ``2.1.0.post6`` or ``2.7.1+cpu``.
-_RELEASE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
-#: A pre-release or development build (``.devN``, ``rcN``, ``aN``, ``bN``): never a listed release.
-_PRE = re.compile(r"^\.?(dev|rc|c|a|b|alpha|beta|pre|preview)\.?\d*", re.IGNORECASE)
 _CUDA_LINE = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 
 
@@ -72,21 +68,6 @@ def torch_base(version: str) -> str:
 def torch_npu_base(version: str) -> str:
     """``2.1.0.post6`` or ``2.7.1.dev20250724`` → the torch release a torch_npu build is for."""
     return release_part(version)
-
-
-def release_part(version: str) -> str:
-    """``2.7.1`` of any build of it (``.postN``, ``.devN``, ``rcN``, ``+cpu``): what torch and
-    torch_npu are compared by (runtime-and-doctor.md §8.1)."""
-    found = _RELEASE.match(version)
-    return found.group(1) if found else torch_base(version).strip()
-
-
-def prerelease(version: str) -> bool:
-    """Whether ``version`` is a development or release-candidate build (``2.7.1.dev20250724``,
-    ``2.7.1rc1``): the compatibility table lists none, so it is at most untested."""
-    found = _RELEASE.match(version)
-    rest = torch_base(version)[found.end() :] if found else ""
-    return bool(_PRE.match(rest))
 
 
 def cuda_build(env: PythonEnv, torch_version: str) -> Optional[str]:
