@@ -100,6 +100,10 @@ def _meets(have: Tuple[int, ...], op: str, wanted: str, text: str) -> Optional[b
     want = release(wanted)
     if not want:
         return None
+    if op in ("==", "!=") and release_part(wanted) != wanted.strip():  # ==2.7.1.dev20250724: that build
+        local = "+" in wanted
+        same = (text if local else text.split("+", 1)[0]).strip().lower() == wanted.strip().lower()
+        return same if op == "==" else not same
     mine, theirs = _padded(have, want)
     if op == "~=":
         if len(want) < 2:

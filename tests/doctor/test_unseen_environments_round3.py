@@ -355,6 +355,8 @@ def test_requirement_clauses():
     assert parse_requirement("torch-npu~=2.7.1").allows("2.7.1.post2")  # type: ignore[union-attr]
     assert parse_requirement("numpy<2").allows("garbage") is None  # type: ignore[union-attr]
     assert parse_requirement("numpy <<2") is None
+    dev = parse_requirement("torch-npu==2.7.1.dev20250724")
+    assert dev is not None and dev.allows("2.7.1.dev20250724") and not dev.allows("2.7.1.post2")
 
 
 # ---------------------------------------------------------------- 8. NNAL/ATB
@@ -425,3 +427,33 @@ def test_nnal_verdict_in_an_untrusted_tree_through_the_cli(tmp_path):
     assert found["status"] == "fail", found["summary"]
     assert found["summary"].startswith("libatb.so will not be found: install NNAL 8.5.0")
     assert any("not trusted" in line for line in found["details"])
+
+
+# ---------------------------------------------------------------- weak reasons
+
+
+def _vllm_ascend(tm: TestMachine, version: str, *requires: str) -> None:
+    lines = "".join(f"Requires-Dist: {line}\n" for line in requires)
+    tm.builder.write_file(
+        f"{SITE}/vllm_ascend-{version}.dist-info/METADATA",
+        f"Metadata-Version: 2.1\nName: vllm-ascend\nVersion: {version}\n{lines}",
+    )
+
+
+def test_vllm_ascend_pin_on_torch_npu_is_named(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")  # torch_npu 2.8.0.post2 stays; pip brought torch 2.7.1
+    swap(tm, "torch", "2.7.1+cpu")
+    _vllm_ascend(tm, "0.10.0rc1", "torch==2.7.1", "torch-npu==2.7.1.dev20250724", "pytest; extra == 'test'")
+    result = doctor(tm)["torch-npu-compat"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary.startswith(
+        "vllm-ascend 0.10.0rc1 requires torch-npu==2.7.1.dev20250724, but torch-npu 2.8.0.post2 is installed"
+    )
+    assert "do not match" not in result.summary + " ".join(result.details)
+    assert (result.hint or "").startswith("`pip install 'torch-npu==2.7.1.dev20250724'`")
+
+
+def test_vllm_ascend_pin_met_says_nothing(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    _vllm_ascend(tm, "0.11.0", "torch==2.8.0", "torch-npu==2.8.0.post2")
+    assert doctor(tm)["torch-npu-compat"].status is Status.PASS

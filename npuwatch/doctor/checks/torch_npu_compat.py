@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from npuwatch.doctor.facts import active_home, home_version, version_key, version_matches
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, Problem, Status, combine, skipped
-from npuwatch.probes.python_env import PythonEnv
-from npuwatch.probes.requirements import prerelease, release_part
+from npuwatch.probes.python_env import PythonEnv, normalize_name
+from npuwatch.probes.requirements import parse_requirement, prerelease, release_part
 
 #: (CANN, ((torch_npu, torch), …)), newest first: Ascend/pytorch README / COMPATIBILITY.en.md
 #: as summarised in runtime-and-doctor.md §8.1.
@@ -227,6 +227,37 @@ def _prerelease_untested(torch: str, npu: str, cann: Optional[str], listed: Opti
     ]
 
 
+#: Frameworks that pin torch and torch_npu in their metadata (``Requires-Dist: torch-npu==…``).
+PINNING_FRAMEWORKS = ("vllm-ascend",)
+
+
+def _required_by_frameworks(env: PythonEnv, installed: Dict[str, str]) -> List[Problem]:
+    """A framework's ``Requires-Dist`` pin on torch/torch_npu the installed one does not meet."""
+    problems: List[Problem] = []
+    for framework in PINNING_FRAMEWORKS:
+        version = env.distribution_version(framework)
+        if version is None:
+            continue
+        for line in env.requires(framework):
+            requirement = parse_requirement(line)
+            if requirement is None or requirement.marker.startswith("extra"):
+                continue
+            have = installed.get(normalize_name(requirement.name))
+            if have is None or not requirement.clauses or requirement.allows(have) is not False:
+                continue
+            wants = f"{requirement.name}{requirement.specifier}"
+            problems.append(
+                Problem(
+                    Status.FAIL,
+                    f"{framework} {version} requires {wants}, but {requirement.name} {have} is installed: "
+                    f"{framework} fails to import or crashes with `undefined symbol`",
+                    f"`pip install '{wants}'` (what {framework} {version} was built for), or install the "
+                    f"{framework} release made for {requirement.name} {have}",
+                )
+            )
+    return problems
+
+
 def _python_range(env: PythonEnv, torch: str) -> List[Problem]:
     parts = torch_base(torch).split(".")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
@@ -293,8 +324,11 @@ def run(machine: Machine) -> Finding:
     why = cuda_build(env, torch)
     if why is not None:
         problems.append(_cuda(machine, torch, why))
+    wanted = _required_by_frameworks(env, {"torch-npu": npu, "torch": torch})
+    problems += wanted
     if release_part(npu) != release_part(torch):
-        problems.append(_mismatch(machine, torch, npu, cann))
+        if not wanted:  # a framework's own pin, when it disagrees, is the cause to name
+            problems.append(_mismatch(machine, torch, npu, cann))
     else:
         problems += _cann_pairing(torch, npu, cann)
     problems += _python_range(env, torch)
