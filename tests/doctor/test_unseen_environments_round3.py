@@ -23,6 +23,7 @@ from npuwatch.doctor.result import CheckResult, Status
 from npuwatch.probes.sysroot_builder import PYTHON_SITE
 from tests.conftest import capture_text
 from tests.doctor.machines import TestMachine, simulated
+from tests.hostile.test_verdicts import _shared_machine, as_nobody, shared_tree  # noqa: F401 (a fixture)
 
 SITE = str(PYTHON_SITE)
 
@@ -457,3 +458,20 @@ def test_vllm_ascend_pin_met_says_nothing(tmp_path):
     tm = simulated(tmp_path, "910b-wide")
     _vllm_ascend(tm, "0.11.0", "torch==2.8.0", "torch-npu==2.8.0.post2")
     assert doctor(tm)["torch-npu-compat"].status is Status.PASS
+
+
+def test_toolkit_closed_to_the_user_is_installed_not_readable(shared_tree):  # noqa: F811 (the fixture)
+    # Real permissions, judged as uid 65534 in a forked child (tests/hostile's helper).
+    builder, npu_smi = _shared_machine(shared_tree)
+    builder.install_cann("8.0.RC2")
+    for folder in builder.path("/usr/local/Ascend").rglob("*"):
+        if folder.is_dir() and not folder.is_symlink():
+            folder.chmod(0o755)
+    builder.path("/usr/local/Ascend/ascend-toolkit").chmod(0o750)  # root:root, no --install-for-all
+    finding = as_nobody(builder.root, npu_smi, "cann-install")["cann-install"]
+    assert finding["status"] == "fail", finding
+    assert finding["summary"].startswith(
+        "CANN is installed at /usr/local/Ascend/ascend-toolkit/latest, but not readable by uid 65534"
+    ), finding
+    assert "not installed" not in finding["summary"]
+    assert "--install-for-all" in finding["hint"], finding
