@@ -475,3 +475,13 @@ def test_toolkit_closed_to_the_user_is_installed_not_readable(shared_tree):  # n
     ), finding
     assert "not installed" not in finding["summary"]
     assert "--install-for-all" in finding["hint"], finding
+
+
+def test_dcmi_summary_names_machine_paths_not_the_trees(tmp_path):
+    tm = simulated(tmp_path)
+    tm.builder.install_library("/usr/local/dcmi/libdcmi.so", broken=True)
+    result = doctor(tm)["dcmi"]
+    assert result.status in (Status.WARN, Status.FAIL), result.summary
+    assert result.summary.startswith("/usr/local/dcmi/libdcmi.so does not load: "), result.summary
+    text = " ".join([result.summary, result.hint or "", *result.details])
+    assert str(tm.root) not in text, text
