@@ -485,3 +485,22 @@ def test_dcmi_summary_names_machine_paths_not_the_trees(tmp_path):
     assert result.summary.startswith("/usr/local/dcmi/libdcmi.so does not load: "), result.summary
     text = " ".join([result.summary, result.hint or "", *result.details])
     assert str(tm.root) not in text, text
+
+
+ROOT_ONLY_TEXT = "DrvMngGetConsoleLogLevel failed. (ret=4)\ndcmi module initialize failed. ret is -8005\n"
+BOOTED_AT = 1_764_300_000
+
+
+@pytest.mark.parametrize(("installed_after_s", "reboot"), [(3600, True), (-3600, False)])
+def test_dcmi_8005_after_a_driver_install_since_boot_asks_for_a_reboot(tmp_path, installed_after_s, reboot):
+    tm = simulated(tmp_path)
+    tm.scripted_npu_smi(stderr=ROOT_ONLY_TEXT, exit_code=187)
+    tm.builder.write_file("/proc/stat", f"cpu  1 2 3 4\nbtime {BOOTED_AT}\nprocesses 42\n")
+    log = tm.builder.write_file("/var/log/ascend_seclog/ascend_install.log", "[Driver] [install] success\n")
+    os.utime(log, (BOOTED_AT + installed_after_s, BOOTED_AT + installed_after_s))
+    result = doctor(tm)["npu-smi"]
+    assert result.status is Status.FAIL, result.summary
+    assert result.summary == "npu-smi failed with DCMI error -8005 (DCMI internal error)"
+    hint = result.hint or ""
+    assert hint.startswith("reboot: the driver was installed after this boot") is reboot, hint
+    assert any("ascend_install.log was written at" in line for line in result.details) is reboot

@@ -29,7 +29,7 @@ from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.doctor import facts
 from npuwatch.doctor.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
 from npuwatch.doctor.engine import check_timeout_s
-from npuwatch.doctor.facts import device_flags
+from npuwatch.doctor.facts import device_flags, reboot_first
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.dcmi import search
@@ -356,12 +356,13 @@ def _inner_error(machine: Machine, details: List[str]) -> Finding:
             f"the driver did not create {nodes}: check `lsmod | grep drv_` and `dmesg | grep -i devdrv`; "
             "reinstall the driver and reboot"
         )
-        return _problem(machine, f"{summary}: {nodes} missing", hint, details)
+        return _problem(machine, f"{summary}: {nodes} missing", reboot_first(machine, hint, details), details)
     hint = (
         "the driver's userland does not match its kernel module, or the device is held: check "
         "`cat /usr/local/Ascend/driver/version.info` and `dmesg | grep -i devdrv`; reinstall the driver "
         "and reboot"
     )
+    hint = reboot_first(machine, hint, details)
     return _problem(machine, f"{summary}: DCMI internal error", hint, details)
 
 
