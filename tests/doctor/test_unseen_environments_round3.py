@@ -504,3 +504,13 @@ def test_dcmi_8005_after_a_driver_install_since_boot_asks_for_a_reboot(tmp_path,
     hint = result.hint or ""
     assert hint.startswith("reboot: the driver was installed after this boot") is reboot, hint
     assert any("ascend_install.log was written at" in line for line in result.details) is reboot
+
+
+def test_newer_driver_naming_the_older_cann_in_its_own_list_passes(tmp_path):
+    tm = simulated(tmp_path, "idle")  # CANN 8.1.RC1, innerversion V100R001C21…
+    tm.builder.install_driver("25.5.0", firmware="7.7.0.5.201", inner_version="V100R001C25SPC001B100")
+    result = doctor(tm)["driver-cann-compat"]
+    assert result.status is Status.PASS, result.summary
+    assert result.summary == (
+        "driver 25.5.0 lists CANN 8.1.RC1 (innerversion V100R001C21) as compatible in its version.info"
+    )
