@@ -514,3 +514,18 @@ def test_newer_driver_naming_the_older_cann_in_its_own_list_passes(tmp_path):
     assert result.summary == (
         "driver 25.5.0 lists CANN 8.1.RC1 (innerversion V100R001C21) as compatible in its version.info"
     )
+
+
+def test_cann_the_torch_npu_table_lacks_names_the_missing_fact(tmp_path):
+    tm = simulated(tmp_path, "910b-wide")
+    tm.builder.install_cann("9.1.1", "cann", sourced=True)
+    tm.environ.update(tm.builder.environ)
+    swap(tm, "torch", "2.12.0+cpu")
+    swap(tm, "torch_npu", "2.12.0")
+    result = doctor(tm)["torch-npu-compat"]
+    assert result.status is Status.WARN, result.summary
+    assert result.summary == (
+        "npuwatch's torch_npu table has no row for CANN 9.1.1 (its newest row is CANN 9.1.0): whether "
+        "torch_npu 2.12.0 was tested on it is not known here (torch_npu 2.12.0 is listed for CANN 9.1.0)"
+    )
+    assert "untested" not in result.summary

@@ -156,15 +156,7 @@ def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     base = release_part(torch)
     pairs = cann_pairs(cann)
     if pairs is None:
-        listed = TORCH_NPU_MATRIX[0][0]
-        return [
-            Problem(
-                Status.WARN,
-                f"CANN {cann} is not in the torch_npu compatibility table: torch_npu {npu} on it is untested",
-                f"use a CANN listed for torch_npu {npu} ({', '.join(canns_for(npu)) or 'none'}), or check "
-                f"Ascend/pytorch's README for CANN {cann} (npuwatch's table ends at {listed})",
-            )
-        ]
+        return [_unknown_cann(npu, cann)]
     here = next((p for p, t in pairs if t == base), None)
     if prerelease(npu) or prerelease(torch):
         if here is not None:
@@ -197,6 +189,31 @@ def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     else:
         summary = f"torch_npu {npu} is not in the compatibility table for CANN {cann}: untested"
     return [Problem(Status.WARN, summary, fix)]
+
+
+def _unknown_cann(npu: str, cann: str) -> Problem:
+    """A CANN the table has no row for: the verdict would rest on the table's gap, so say which
+    fact is missing (issue 29) rather than calling the pair untested."""
+    newest, oldest = TORCH_NPU_MATRIX[0][0], TORCH_NPU_MATRIX[-1][0]
+    if version_key(cann) > version_key(newest):
+        edge = f"its newest row is CANN {newest}"
+    elif version_key(cann) < version_key(oldest):
+        edge = f"its oldest row is CANN {oldest}"
+    else:
+        edge = f"its rows run from CANN {oldest} to {newest}, without this one"
+    listed = canns_for(npu)
+    known = (
+        f"torch_npu {npu} is listed for CANN {', '.join(listed)}"
+        if listed
+        else f"torch_npu {npu} is listed for no CANN"
+    )
+    return Problem(
+        Status.WARN,
+        f"npuwatch's torch_npu table has no row for CANN {cann} ({edge}): whether torch_npu {npu} was "
+        f"tested on it is not known here ({known})",
+        f"look up CANN {cann} in Ascend/pytorch's README (version compatibility) for torch_npu {npu}; "
+        f"or use a CANN it is listed for ({', '.join(listed) or 'none'})",
+    )
 
 
 def _prerelease_untested(torch: str, npu: str, cann: Optional[str], listed: Optional[str]) -> List[Problem]:
