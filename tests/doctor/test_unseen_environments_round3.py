@@ -529,3 +529,28 @@ def test_cann_the_torch_npu_table_lacks_names_the_missing_fact(tmp_path):
         "torch_npu 2.12.0 was tested on it is not known here (torch_npu 2.12.0 is listed for CANN 9.1.0)"
     )
     assert "untested" not in result.summary
+
+
+# ---------------------------------------------------------------- healthy machines stay quiet
+
+QUIET = (
+    "driver-install", "device-permissions", "driver-cann-compat", "firmware-compat", "cann-install",
+    "cann-libraries", "cann-python-deps", "torch-npu-compat", "visible-devices",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", ["910b-training", "910b-wide", "a3", "310p-duo", "950"])
+@pytest.mark.parametrize("container", [False, True])
+def test_healthy_machines_raise_nothing_from_the_compatibility_and_python_checks(
+    tmp_path, scenario, container
+):
+    tm = simulated(tmp_path, scenario)
+    if container:
+        tm.builder.mark_container("docker")
+    results = doctor(tm)
+    loud = {
+        i: (results[i].status, results[i].summary)
+        for i in QUIET
+        if results[i].status not in (Status.PASS, Status.SKIP)
+    }
+    assert loud == {}
