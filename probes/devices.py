@@ -188,23 +188,25 @@ def _kind(mode: int) -> str:
 
 
 class _NameBook:
-    """UID/GID → name: the tree's own /etc/passwd and /etc/group first, then this machine's."""
+    """UID/GID → name: a tree's own /etc/passwd and /etc/group alone (a UID it does not name has
+    no name there, whatever this host calls it); the live machine's user database."""
 
-    def __init__(self, users: Mapping[int, str], groups: Mapping[int, str]) -> None:
+    def __init__(self, users: Mapping[int, str], groups: Mapping[int, str], live: bool) -> None:
         self._users = users
         self._groups = groups
+        self._live = live
 
     def user(self, uid: int) -> Optional[str]:
-        if uid in self._users:
-            return self._users[uid]
+        if uid in self._users or not self._live:
+            return self._users.get(uid)
         try:
             return pwd.getpwuid(uid).pw_name
         except (KeyError, OverflowError):
             return None
 
     def group(self, gid: int) -> Optional[str]:
-        if gid in self._groups:
-            return self._groups[gid]
+        if gid in self._groups or not self._live:
+            return self._groups.get(gid)
         try:
             return grp.getgrgid(gid).gr_name
         except (KeyError, OverflowError):
@@ -215,10 +217,11 @@ def _names(sysroot: Sysroot) -> _NameBook:
     # On the live machine pwd/grp already see NSS (LDAP, sssd); a tree is another machine, whose
     # own account files win where it has them.
     if sysroot.is_live:
-        return _NameBook({}, {})
+        return _NameBook({}, {}, live=True)
     return _NameBook(
         _parse_id_file(sysroot.read_text("/etc/passwd")),
         _parse_id_file(sysroot.read_text("/etc/group")),
+        live=False,
     )
 
 

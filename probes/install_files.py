@@ -278,12 +278,8 @@ def _is_dir(sysroot: Sysroot, path: PurePosixPath) -> bool:
         return False
 
 
-def find_cann_homes(sysroot: Sysroot) -> Tuple[PurePosixPath, ...]:
-    """Existing CANN homes in the order of runtime-and-doctor.md §6.3, duplicates removed.
-
-    CANN 8.5+ links ``ascend-toolkit/latest`` to ``../cann``: homes that resolve to the same
-    directory are listed once, under the first name found.
-    """
+def cann_home_candidates(sysroot: Sysroot) -> Tuple[PurePosixPath, ...]:
+    """Where a CANN home may be, in the order of runtime-and-doctor.md §6.3 (present or not)."""
     candidates: List[Optional[PurePosixPath]] = [
         _machine_path(sysroot.getenv("ASCEND_HOME_PATH")),
         _machine_path(sysroot.getenv("ASCEND_TOOLKIT_HOME")),
@@ -293,10 +289,19 @@ def find_cann_homes(sysroot: Sysroot) -> Tuple[PurePosixPath, ...]:
     home = _machine_path(sysroot.getenv("HOME"))
     if home is not None:
         candidates += [home / "Ascend" / "cann", home / "Ascend" / "ascend-toolkit" / "latest"]
+    return tuple(candidate for candidate in candidates if candidate is not None)
+
+
+def find_cann_homes(sysroot: Sysroot) -> Tuple[PurePosixPath, ...]:
+    """Existing CANN homes in the order of runtime-and-doctor.md §6.3, duplicates removed.
+
+    CANN 8.5+ links ``ascend-toolkit/latest`` to ``../cann``: homes that resolve to the same
+    directory are listed once, under the first name found.
+    """
     found: List[PurePosixPath] = []
     seen: Set[Path] = set()
-    for candidate in candidates:
-        if candidate is None or not _is_dir(sysroot, candidate):
+    for candidate in cann_home_candidates(sysroot):
+        if not _is_dir(sysroot, candidate):
             continue
         real = sysroot.realpath(candidate)
         if real in seen:

@@ -8,7 +8,10 @@ files such as ``torch/version.py`` are read as text.
 
 The Python judged is the one the job runs in: an interpreter named with ``--python``, else the
 active virtual environment (``VIRTUAL_ENV``) or conda environment (``CONDA_PREFIX``), else this
-interpreter (live) or the system's ``site-packages``/``dist-packages`` folders (a tree).  A venv
+interpreter (live) or, in a tree, the first ``python3`` on the machine's ``PATH`` (Ascend's images
+build Python into ``/usr/local/python3.X.Y`` and put it there), else one such ``/usr/local/python3*``,
+else the system's ``site-packages``/``dist-packages`` folders (``lib`` and ``lib64``: openEuler puts
+compiled wheels in ``lib64``).  A venv
 sees the system packages only when its ``pyvenv.cfg`` says ``include-system-site-packages = true``;
 a conda environment sees only its own.  On a live machine another interpreter is asked for its
 ``sys.path`` (``python -E -c``: nothing of the job's is imported); in a tree, or when it cannot be
@@ -35,12 +38,20 @@ from npuwatch.probes.sysroot import Sysroot, read_regular
 #: System package folders of a tree, most specific first (pip as root on Debian writes
 #: ``/usr/local/lib/python3.X/dist-packages``; distribution packages go to ``/usr/lib``).
 _SYSTEM_SITES = (
+    "usr/local/lib64/python3.*/site-packages",
     "usr/local/lib/python3.*/site-packages",
     "usr/local/lib/python3.*/dist-packages",
+    "usr/lib64/python3*/site-packages",
     "usr/lib/python3*/site-packages",
     "usr/lib/python3*/dist-packages",
 )
-_ENV_SITES = ("lib/python3.*/site-packages",)
+_ENV_SITES = ("lib64/python3.*/site-packages", "lib/python3.*/site-packages")
+#: Where Ascend's images build their Python (``/usr/local/python3.11.6/bin/python3``).
+_BUILT_PYTHONS = "usr/local/python3*/bin/python3"
+_INTERPRETER = re.compile(r"^python(\d)\.(\d{1,2})$")
+_LINK_HOPS = 16
+#: At most this many Requires-Dist lines are read from one distribution.
+_MAX_REQUIRES = 200
 _PYTHON_DIR = re.compile(r"^python(\d)\.(\d{1,2})$")
 _VERSION = re.compile(r"^(\d)\.(\d{1,2})")
 _SYSTEM_PREFIXES = ("/usr", "/usr/local")
@@ -96,7 +107,21 @@ class PythonEnv:
 
     @classmethod
     def _tree(cls, sysroot: Sysroot) -> PythonEnv:
-        return cls._from_sites(sysroot, _glob_sites(sysroot.root, _SYSTEM_SITES))
+        found = _tree_python(sysroot)
+        if found is None:
+            return cls._from_sites(sysroot, _glob_sites(sysroot.root, _SYSTEM_SITES))
+        python, real, how = found
+        prefix = posixpath.dirname(posixpath.dirname(real))
+        version = _interpreter_version(real) or _interpreter_version(python)
+        system = prefix in _SYSTEM_PREFIXES
+        sites = _glob_sites(
+            sysroot.root if system else sysroot.path(prefix), _SYSTEM_SITES if system else _ENV_SITES
+        )
+        if version is not None:  # only the interpreter's own python3.X folders
+            sites = [site for site in sites if _python_dir_key(site) in (version, (0, 0))]
+        notes = (f"judging {python} ({how}{'' if real == python else f', which is {real}'})",)
+        target = _Target(python, prefix, "PATH")
+        return cls._from_sites(sysroot, sites, target, notes, version, f"{python}")
 
     @classmethod
     def _from_sites(
@@ -106,11 +131,14 @@ class PythonEnv:
         target: Optional[_Target] = None,
         notes: Tuple[str, ...] = (),
         version: Optional[Tuple[int, int]] = None,
+        version_source: Optional[str] = None,
     ) -> PythonEnv:
         paths = _unique([*sysroot.env_paths("PYTHONPATH"), *sites])
         found = version or (sys.version_info[0], sys.version_info[1])
         source = "assumed: no python3.N folder in the tree"
-        if target is not None and version is not None:
+        if version is not None and version_source is not None:
+            source = version_source
+        elif target is not None and version is not None:
             source = f"{target.prefix}/pyvenv.cfg"
         else:
             for site in sites:
@@ -175,6 +203,27 @@ class PythonEnv:
         found = self._distributions().get(normalize_name(name))
         return found[1] if found else None
 
+    def requires(self, name: str) -> Tuple[str, ...]:
+        """The ``Requires-Dist`` lines of distribution ``name`` (the one on the path), or ``()``."""
+        site = self.distribution_location(name)
+        if site is None:
+            return ()
+        for dist in metadata.distributions(path=[str(site)]):
+            try:
+                if normalize_name(dist.metadata["Name"] or "") == normalize_name(name):
+                    return tuple((dist.requires or [])[:_MAX_REQUIRES])
+            except Exception:  # damaged metadata reads as no requirement
+                return ()
+        return ()
+
+    def distributions_under(self, folder: Path) -> Tuple[str, ...]:
+        """The distributions (normalized names) installed in a path folder inside ``folder``."""
+        names = []
+        for name, (_, site) in self._distributions().items():
+            if site == folder or folder in site.parents:
+                names.append(name)
+        return tuple(sorted(names))
+
     def find_module(self, name: str) -> Optional[Path]:
         """Where ``import name`` would load from (dotted names too), without importing anything.
 
@@ -230,12 +279,14 @@ class _Target:
 
     python: str
     prefix: str
-    variable: str  # "--python", "VIRTUAL_ENV" or "CONDA_PREFIX"
+    variable: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX" or "PATH" (a tree's python3)
 
     @property
     def why(self) -> str:
         if self.variable == "--python":
             return f"judging {self.python} (--python)"
+        if self.variable == "PATH":
+            return f"judging {self.python}"
         return f"judging the environment the job runs in: {self.variable}={self.prefix}"
 
 
@@ -247,6 +298,57 @@ def _active_environment(sysroot: Sysroot) -> Optional[_Target]:
             prefix = posixpath.normpath(value)
             return _Target(posixpath.join(prefix, "bin", "python"), prefix, variable)
     return None
+
+
+def _tree_python(sysroot: Sysroot) -> Optional[Tuple[str, str, str]]:
+    """A tree's job Python: (machine path, the file it resolves to in the tree, how it was found):
+    the first ``python3`` on the machine's ``PATH``, else an Ascend-built ``/usr/local/python3*``."""
+    for entry in (sysroot.getenv("PATH") or "").split(":"):
+        if not entry.startswith("/") or "\x00" in entry:
+            continue  # ``$PATH`` left unexpanded, or a relative entry: nothing to look at
+        candidate = posixpath.join(posixpath.normpath(entry), "python3")
+        real = _resolve_in_tree(sysroot, candidate)
+        if real is not None:
+            return candidate, real, "the first python3 on PATH"
+    try:
+        built = sorted(sysroot.root.glob(_BUILT_PYTHONS), key=lambda p: _built_key(p), reverse=True)
+    except OSError:
+        built = []
+    for path in built:
+        candidate = "/" + path.relative_to(sysroot.root).as_posix()
+        real = _resolve_in_tree(sysroot, candidate)
+        if real is not None:
+            return candidate, real, "no python3 on PATH; Ascend's images build Python there"
+    return None
+
+
+def _built_key(path: Path) -> Tuple[int, ...]:
+    """``/usr/local/python3.11.6/bin/python3`` → (3, 11, 6): the newest first."""
+    digits = re.findall(r"\d+", path.parent.parent.name)
+    return tuple(int(d) for d in digits)
+
+
+def _resolve_in_tree(sysroot: Sysroot, machine_path: str) -> Optional[str]:
+    """The machine path a file's symlinks lead to, absolute links read inside the tree; ``None``
+    when it is missing, dangling, looping or not a file."""
+    path = machine_path
+    for _ in range(_LINK_HOPS):
+        link = sysroot.readlink(path)
+        if link is None:
+            return path if os.path.isfile(sysroot.path(path)) else None
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+    return None
+
+
+def _interpreter_version(path: str) -> Optional[Tuple[int, int]]:
+    """(3, 11) from ``…/python3.11`` or from a prefix ``/usr/local/python3.11.6/bin/python3``."""
+    found = _INTERPRETER.match(posixpath.basename(path))
+    if found is None:
+        found = re.match(
+            r"^python(\d)\.(\d{1,2})(?:\.\d+)?$",
+            posixpath.basename(posixpath.dirname(posixpath.dirname(path))),
+        )
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def _same_folder(first: str, second: str) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -55,6 +56,12 @@ def version_matches(version: str, prefix: str) -> bool:
     """Whether ``version`` is in the line ``prefix``: ``25.0.rc1.1`` is in ``25.0`` and ``25.0.RC1``."""
     have, want = _components(version), _components(prefix)
     return have[: len(want)] == want
+
+
+def same_release(first: str, second: str) -> bool:
+    """Whether two CANN-numbered versions are one release (``8.1.RC1`` = ``8.1.rc1``; ``8.0.0`` ≠
+    ``8.1.RC1``): their first three components, as NNAL is published per CANN release."""
+    return _components(first)[:3] == _components(second)[:3]
 
 
 def _components(version: str) -> List[str]:
@@ -137,6 +144,51 @@ def source_advice(script: PurePosixPath) -> str:
         "Dockerfile `ENV` lines or `docker run -e`; a systemd service or Ray/Slurm job needs it "
         f"in its own command: `bash -c 'source {script} && exec …'`)"
     )
+
+
+# ---------------------------------------------------------------- the driver install
+
+#: The driver installer's log (runtime-and-doctor.md §6.1, install logs).
+DRIVER_INSTALL_LOG = PurePosixPath("/var/log/ascend_seclog/ascend_install.log")
+
+
+def boot_time_s(machine: Machine) -> Optional[float]:
+    """When the machine booted (``btime`` of its ``/proc/stat``), or ``None``."""
+    text = machine.sysroot.read_text("/proc/stat", limit=256 * 1024) or ""
+    found = re.search(r"^btime\s+(\d+)\s*$", text, re.MULTILINE)
+    return float(found.group(1)) if found else None
+
+
+def installed_since_boot(machine: Machine) -> Optional[str]:
+    """Why a reboot is due: the driver's install log written after this boot (a driver installed
+    or upgraded without the reboot it asks for keeps the old kernel module: DCMI -8005), or ``None``."""
+    booted = boot_time_s(machine)
+    if booted is None:
+        return None
+    try:
+        written = os.stat(machine.sysroot.path(DRIVER_INSTALL_LOG)).st_mtime
+    except OSError:
+        return None
+    if written <= booted:
+        return None
+    return f"{DRIVER_INSTALL_LOG} was written at {_utc(written)}, after this boot at {_utc(booted)}"
+
+
+def reboot_first(machine: Machine, hint: str, details: List[str]) -> str:
+    """``hint`` led by "reboot" when the driver was installed after this boot (issue 29: DCMI
+    -8005 then wants a reboot, not a reinstall); the evidence joins ``details``."""
+    why = installed_since_boot(machine)
+    if why is None:
+        return hint
+    details.append(why)
+    return (
+        f"reboot: the driver was installed after this boot, so the running kernel module is not the "
+        f"installed one; if it persists after the reboot: {hint}"
+    )
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
 # ---------------------------------------------------------------- the user

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import re
@@ -384,16 +385,41 @@ class Machine:
         return self._cached("user_names", read)
 
     def user_name(self, uid: int, fallback: Optional[str] = None) -> Optional[str]:
-        """The machine's name for ``uid``: its /etc/passwd, then (live only) the user database."""
+        """The machine's name for ``uid``: its /etc/passwd, then (live only) the user database,
+        then ``fallback`` (live only: a tree's users are named by the tree alone, never by the
+        host running npuwatch; issue 29 item 5)."""
         name = self.user_names().get(uid)
         if name is not None:
-            return name  # a tree's user is named by the tree, not by this host
+            return name
         if not self.sysroot.is_live:
-            return fallback
+            return None
         try:
             return pwd.getpwuid(uid).pw_name
         except (KeyError, OverflowError):
             return fallback
+
+    def group_names(self) -> Dict[int, str]:
+        """GID → name from the machine's ``/etc/group`` (the tree's, under ``--root``)."""
+
+        def read() -> Dict[int, str]:
+            names: Dict[int, str] = {}
+            for line in (self.sysroot.read_text("/etc/group") or "").splitlines():
+                fields = line.split(":")
+                if len(fields) >= 3 and fields[2].isdigit():
+                    names.setdefault(int(fields[2]), fields[0])
+            return names
+
+        return self._cached("group_names", read)
+
+    def group_id(self, name: str) -> Optional[int]:
+        """The GID the machine's ``/etc/group`` gives ``name`` (the tree's alone under ``--root``)."""
+        found = [gid for gid, group in self.group_names().items() if group == name]
+        if found or not self.sysroot.is_live:
+            return found[0] if found else None
+        try:
+            return grp.getgrnam(name).gr_gid
+        except KeyError:
+            return None
 
     # ---------------------------------------------------------------- Python
 

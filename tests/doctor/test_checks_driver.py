@@ -30,7 +30,9 @@ def driver_owned_nodes(tm: TestMachine, members: str = "") -> os.stat_result:
     """Name the tree's node owner HwHiAiUser (whatever UID the test runs as); returns the stat."""
     st = os.stat(tm.builder.path("/dev/davinci0"))
     tm.builder.write_file(
-        "/etc/passwd", f"HwHiAiUser:x:{st.st_uid}:{st.st_gid}::/home/HwHiAiUser:/bin/bash\n"
+        "/etc/passwd",
+        f"HwHiAiUser:x:{st.st_uid}:{st.st_gid}::/home/HwHiAiUser:/bin/bash\n"
+        f"alice:x:{st.st_uid + 1000}:{st.st_gid + 1000}::/home/alice:/bin/bash\n",  # the tests' user
     )
     tm.builder.write_file("/etc/group", f"HwHiAiUser:x:{st.st_gid}:{members}\n")
     return st

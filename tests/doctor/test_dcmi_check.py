@@ -106,7 +106,9 @@ def test_doctor_command_runs_the_check_on_the_demo(capsys):
 
 def test_dcmi_permission_names_the_group_fix(tmp_path, monkeypatch):
     as_user(monkeypatch)
-    finding = run(simulated(tmp_path, "dcmi-permission"))
+    tm = simulated(tmp_path, "dcmi-permission")
+    tm.builder.write_file("/etc/passwd", "alice:x:1000:1000::/home/alice:/bin/bash\n")  # the tree's uid 1000
+    finding = run(tm)
     assert finding.status is Status.WARN
     assert finding.summary == (
         "dcmi_init refused with -8002 (OPER_NOT_PERMITTED): alice is not root and not in HwHiAiUser; "

@@ -218,6 +218,7 @@ def test_row_28_npu_smi_refused_to_a_normal_user_warns(tmp_path, monkeypatch):
     # npu-smi fails for a normal user while training works (hw-native-sys/simpler #2043).
     as_user(monkeypatch, 1000, "alice", frozenset({1000}))
     tm = simulated(tmp_path)
+    tm.builder.write_file("/etc/passwd", "alice:x:1000:1000::/home/alice:/bin/bash\n")  # the tree names her
     tm.scripted_npu_smi(stderr="dcmi module initialize failed. ret is -8002\n", exit_code=255)
     finding = tm.run(npu_smi.CHECK)
     assert finding.status is Status.WARN

@@ -262,6 +262,7 @@ def test_npu_smi_root_only_for_a_user_whose_nodes_open(tmp_path, monkeypatch):
     tm = simulated(tmp_path)
     gid = os.stat(tm.builder.path("/dev/davinci0")).st_gid
     act_as(monkeypatch, 1000, "alice", {1000, gid})  # the nodes (0660) open through the group
+    tm.builder.write_file("/etc/passwd", "alice:x:1000:1000::/home/alice:/bin/bash\n")  # the tree names her
     tm.scripted_npu_smi(stderr=ROOT_ONLY_TEXT, exit_code=ROOT_ONLY_EXIT)
     results = doctor(tm)
     assert results["device-permissions"].status is Status.PASS

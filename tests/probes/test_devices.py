@@ -100,12 +100,17 @@ def test_owner_group_and_mode(builder):
     assert node.can_read_write  # the owner has rw
 
 
-def test_names_fall_back_to_this_machine(builder):
+def test_a_tree_names_owners_from_its_own_files_only(builder):
+    # A tree is another machine: a UID its /etc/passwd does not name has no name there, whatever
+    # this host calls it (issue 29 item 5).
     builder.add_dev_nodes([0])
     node = scan_dev(builder.sysroot()).node("davinci0")
-    import pwd
-
-    assert node.owner == pwd.getpwuid(os.getuid()).pw_name
+    assert node is not None and node.owner is None and node.group is None
+    st = os.stat(builder.path("/dev/davinci0"))
+    builder.write_file("/etc/passwd", f"HwHiAiUser:x:{st.st_uid}:{st.st_gid}::/home/HwHiAiUser:/bin/sh\n")
+    builder.write_file("/etc/group", f"HwHiAiUser:x:{st.st_gid}:\n")
+    node = scan_dev(builder.sysroot()).node("davinci0")
+    assert node is not None and (node.owner, node.group) == ("HwHiAiUser", "HwHiAiUser")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can open any file")

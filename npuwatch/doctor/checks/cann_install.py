@@ -6,7 +6,10 @@ how versions compare) are machine facts: ``npuwatch.doctor.facts``.
 
 from __future__ import annotations
 
+import grp
+import os
 import re
+import stat
 from pathlib import PurePosixPath
 from typing import List, Optional, Tuple
 
@@ -16,6 +19,7 @@ from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.install_files import (
     DEFAULT_ASCEND_ROOT,
     VersionCfg,
+    cann_home_candidates,
     parse_version_cfg,
 )
 
@@ -61,6 +65,58 @@ def _side_by_side(machine: Machine) -> List[str]:
     return found
 
 
+def _unreadable_home(machine: Machine) -> Optional[Finding]:
+    """A CANN home behind a folder this user cannot enter (a toolkit installed as root without
+    ``--install-for-all``: ``ascend-toolkit`` 0750 root): installed, not readable; never "not
+    installed" (issue 29, as driver-install already says for the driver)."""
+    for candidate in cann_home_candidates(machine.sysroot):
+        blocked = machine.unreadable(candidate)
+        if blocked is None:
+            continue
+        uid = os.getuid()
+        user = machine.user_name(uid) or f"uid {uid}"
+        group = _group_of(machine, blocked)
+        fixes = [
+            "reinstall the toolkit as root with `--install-for-all` (`bash Ascend-cann-toolkit_<version>_"
+            "linux-$(uname -m).run --install --install-for-all`) so every user may read it"
+        ]
+        if group is not None and group != "root":
+            who = "$USER" if user.startswith("uid ") else user
+            fixes.append(f"add the user to its group: `sudo usermod -aG {group} {who}`, then log in again")
+        fixes.append("or run as root")
+        return failed(
+            f"CANN is installed at {candidate}, but not readable by {user}: {blocked} is closed to this user",
+            ", or ".join(fixes[:-1]) + "; " + fixes[-1],
+            ["looked in: " + ", ".join(looked_in(machine)), f"{blocked}: {_mode_line(machine, blocked)}"],
+        )
+    return None
+
+
+def _group_of(machine: Machine, folder: PurePosixPath) -> Optional[str]:
+    try:
+        gid = os.stat(machine.sysroot.path(folder)).st_gid
+    except OSError:
+        return None
+    return machine.group_names().get(gid) or (str(gid) if not machine.sysroot.is_live else _live_group(gid))
+
+
+def _live_group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except (KeyError, OverflowError):
+        return str(gid)
+
+
+def _mode_line(machine: Machine, folder: PurePosixPath) -> str:
+    try:
+        info = os.stat(machine.sysroot.path(folder))
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror}"
+    owner = machine.user_name(info.st_uid) or str(info.st_uid)
+    group = _group_of(machine, folder) or str(info.st_gid)
+    return f"{owner}:{group} mode {stat.S_IMODE(info.st_mode):o}"
+
+
 def _component_versions(cfg: VersionCfg) -> List[Tuple[str, str]]:
     running = [(e.package, e.public) for e in cfg.entries if e.state == "running" and e.public]
     if running:
@@ -72,6 +128,9 @@ def run(machine: Machine) -> Finding:
     """Find the CANN homes; none fails, an unreadable version or mixed components warn."""
     homes = machine.cann_homes()
     if not homes:
+        unreadable = _unreadable_home(machine)
+        if unreadable is not None:
+            return unreadable
         return failed(
             "CANN toolkit not installed",
             install_hint(),

@@ -2,7 +2,9 @@
 
 The libraries are those torch_npu and the self-test open first (runtime-and-doctor.md §12 row 9);
 the loader's own error text is kept, as users paste it into issues (§10 rows 1, 2, 5).  ATB
-(``libatb.so``, NNAL) is checked only where NNAL is installed or ``ATB_HOME_PATH`` is set.
+(``libatb.so``, NNAL) is checked where NNAL is installed or ``ATB_HOME_PATH`` is set, and where
+something installed needs it (vllm-ascend, MindIE, a torch_npu dev build): NNAL's version must be
+CANN's (``nnal/atb/latest/version.info``; issue 29 item 8, runtime-and-doctor.md §8.5).
 """
 
 from __future__ import annotations
@@ -16,18 +18,32 @@ from npuwatch.doctor.facts import (
     cann_arch,
     home_version,
     not_trusted,
+    same_release,
     set_env_script,
     source_advice,
 )
 from npuwatch.doctor.machine import Machine
-from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
-from npuwatch.probes.install_files import DEFAULT_ASCEND_ROOT
+from npuwatch.doctor.result import (
+    Check,
+    Finding,
+    Group,
+    Problem,
+    Status,
+    combine,
+    failed,
+    skipped,
+)
+from npuwatch.probes.install_files import DEFAULT_ASCEND_ROOT, parse_key_value_file
 from npuwatch.probes.library_load import load_libraries
+from npuwatch.probes.requirements import prerelease
 
 #: What torch_npu and pyACL load first; libopapi/libnnopbase carry the aclnn operators (§2.1).
 CORE_LIBRARIES = ("libascendcl.so", "libhccl.so", "libopapi.so", "libnnopbase.so")
 ATB_LIBRARY = "libatb.so"
 NNAL_ATB = PurePosixPath(DEFAULT_ASCEND_ROOT) / "nnal" / "atb"
+NNAL_VERSION_INFO = NNAL_ATB / "latest" / "version.info"
+#: MindIE's install folder: MindIE runs on ATB.
+MINDIE = PurePosixPath(DEFAULT_ASCEND_ROOT) / "mindie"
 
 Errors = Dict[str, Optional[str]]  # str(path) → None (loaded) or the loader's text
 
@@ -77,15 +93,17 @@ def _load(machine: Machine, found: List[Located]) -> Errors:
 
 
 def run(machine: Machine) -> Finding:
-    """Locate and load the core libraries (fail) and, where ATB is in use, libatb.so (warn)."""
+    """Locate and load the core libraries (fail) and, where ATB is in use, libatb.so (warn); NNAL's
+    version against CANN's, and NNAL's absence where something installed needs ATB."""
     home = active_home(machine)
     if home is None:
         return skipped("no CANN install found (see cann-install)")
+    atb = _atb(machine)
+    nnal = _nnal_problems(machine, home, atb)  # read from files: said even where nothing is loaded
     untrusted = not_trusted(machine, f"loading CANN's libraries from {home}")
     if untrusted is not None:
-        return untrusted
+        return combine(nnal, "", [untrusted.summary, *untrusted.details]) if nnal else untrusted
     core = [locate(machine, name, (home / "lib64",)) for name in CORE_LIBRARIES]
-    atb = _atb(machine)
     everything = [*core, *([atb] if atb is not None else [])]
     errors = _load(machine, everything)
     details = []
@@ -100,12 +118,72 @@ def run(machine: Machine) -> Finding:
     core_finding = _core_verdict(machine, home, core, errors, details)
     if core_finding is not None:
         return core_finding
-    if atb is not None:
-        atb_finding = _atb_verdict(machine, atb, errors, details)
-        if atb_finding is not None:
-            return atb_finding
+    problems = list(nnal)
+    if atb is not None and not (nnal and atb.path is None):
+        problem = _atb_verdict(machine, atb, errors)
+        if problem is not None:
+            problems.append(problem)
     names = [name[: -len(".so")] for name in (*CORE_LIBRARIES, *([ATB_LIBRARY] if atb is not None else []))]
-    return passed(f"{', '.join(names)} load from LD_LIBRARY_PATH", details)
+    return combine(problems, f"{', '.join(names)} load from LD_LIBRARY_PATH", details)
+
+
+def nnal_version(machine: Machine) -> Optional[str]:
+    """NNAL's version (``nnal/atb/latest/version.info``: ``Version=``), or ``None``."""
+    text = machine.sysroot.read_text(NNAL_VERSION_INFO, limit=64 * 1024)
+    if text is None:
+        return None
+    values = {key.lower(): value.strip() for key, value in parse_key_value_file(text).items()}
+    return values.get("version") or values.get("package_version") or None
+
+
+def atb_users(machine: Machine) -> List[str]:
+    """What is installed here that runs on ATB: vllm-ascend, MindIE, a torch_npu dev build."""
+    env = machine.python()
+    users = []
+    for name in ("vllm-ascend", "mindie-llm", "mindie-torch"):
+        version = env.distribution_version(name)
+        if version is not None:
+            users.append(f"{name} {version}")
+    npu = env.distribution_version("torch_npu")
+    if npu is not None and prerelease(npu):
+        users.append(f"torch_npu {npu} (a dev build)")
+    if machine.sysroot.exists(MINDIE):
+        users.append(f"MindIE ({MINDIE})")
+    return users
+
+
+def _nnal_problems(machine: Machine, home: PurePosixPath, atb: Optional[Located]) -> List[Problem]:
+    cann = home_version(machine, home)
+    nnal = nnal_version(machine)
+    arch = cann_arch(machine, home)
+    install = (
+        f"install NNAL {cann or '<the CANN version>'} (`bash Ascend-cann-nnal_{cann or '<version>'}_linux-"
+        f"{arch}.run --install`), then `source {NNAL_ATB / 'set_env.sh'}` after CANN's set_env.sh"
+    )
+    if nnal is not None:
+        if cann is None or same_release(nnal, cann):
+            return []
+        return [
+            Problem(
+                Status.WARN,
+                f"NNAL {nnal} ({NNAL_VERSION_INFO}) is not for CANN {cann}: ATB users fail with "
+                "`undefined symbol` in libatb.so or CANN's libraries",
+                install,
+            )
+        ]
+    if atb is not None and atb.path is not None:
+        return []  # ATB found elsewhere (ATB_HOME_PATH): nothing says its version
+    users = atb_users(machine)
+    if not users:
+        return []
+    return [
+        Problem(
+            Status.FAIL,
+            f"{ATB_LIBRARY} will not be found: install NNAL {cann or ''}".rstrip()
+            + f" (no {NNAL_ATB}; {', '.join(users)} need{'s' if len(users) == 1 else ''} ATB)",
+            install,
+        )
+    ]
 
 
 def _core_verdict(
@@ -159,7 +237,7 @@ def _atb(machine: Machine) -> Optional[Located]:
     return locate(machine, ATB_LIBRARY, tuple(fallbacks))
 
 
-def _atb_verdict(machine: Machine, atb: Located, errors: Errors, details: List[str]) -> Optional[Finding]:
+def _atb_verdict(machine: Machine, atb: Located, errors: Errors) -> Optional[Problem]:
     script = NNAL_ATB / "set_env.sh"
     if atb.path is None or not atb.on_library_path:
         where = "is not installed" if atb.path is None else "is not on LD_LIBRARY_PATH"
@@ -170,19 +248,19 @@ def _atb_verdict(machine: Machine, atb: Located, errors: Errors, details: List[s
                 "install NNAL of the same version as CANN (`bash Ascend-cann-nnal_<version>_linux-"
                 f"<arch>.run --install`), then {hint}"
             )
-        return warned(
+        return Problem(
+            Status.WARN,
             f"{ATB_LIBRARY} {where}{unset}: ATB users fail with "
             f"`{ATB_LIBRARY}: cannot open shared object file`",
             hint,
-            details,
         )
     error = errors.get(str(atb.path))
     if error is not None:
-        return warned(
+        return Problem(
+            Status.WARN,
             f"{ATB_LIBRARY} does not load: {error}",
             "ATB must match CANN and torch's C++ ABI: reinstall NNAL of the CANN version in use and "
             f"`source {script}`",
-            details,
         )
     return None
 

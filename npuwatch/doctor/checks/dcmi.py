@@ -22,14 +22,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from npuwatch.chip_source import ChipReading, SourceFailure, SourceReading
 from npuwatch.doctor import facts
 from npuwatch.doctor.dcmi_agreement import TOLERANCES_TEXT, Disagreement, disagreements
 from npuwatch.doctor.engine import check_timeout_s
-from npuwatch.doctor.facts import device_flags
+from npuwatch.doctor.facts import device_flags, reboot_first
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, skipped, warned
 from npuwatch.probes.dcmi import search
@@ -104,6 +104,15 @@ def shown(machine: Machine, where: str) -> str:
     return where
 
 
+def in_machine_words(machine: Machine, text: str) -> str:
+    """``text`` (a loader's or the worker's words) with the tree's real paths as the machine names
+    them: ``/usr/local/dcmi/libdcmi.so: file too short``, not ``/tmp/tree/usr/…`` (issue 29)."""
+    if machine.sysroot.is_live:
+        return text
+    root = str(machine.sysroot.root).rstrip("/")
+    return text.replace(root + "/", "/") if root else text
+
+
 def locate(machine: Machine) -> Library:
     """Every candidate that exists, loaded in a child in search order: the first that loads wins."""
     tried = candidates(machine)
@@ -122,7 +131,7 @@ def locate(machine: Machine) -> Library:
             return Library(names, shown(machine, where), tuple(errors))
         if "/" not in where and "cannot open shared object file" in error:
             continue  # not on the loader path: that is "not found", not a load error
-        errors.append((shown(machine, where), error))
+        errors.append((shown(machine, where), in_machine_words(machine, error)))
     return Library(names, errors=tuple(errors))
 
 
@@ -158,7 +167,7 @@ def run(machine: Machine) -> Finding:
     source, first = machine.dcmi_first_read(*_limits(machine, budget))  # begun as the doctor began, maybe
     try:
         if first.failure is not None or first.reading is None:
-            return _explain(machine, library, _failure(first), details)
+            return _explain(machine, library, _failure(machine, first), details)
         return _compare(machine, source.read, first.reading, budget, details)
     finally:
         source.close()
@@ -185,9 +194,10 @@ def _limits(machine: Machine, budget: _Budget) -> Tuple[float, float]:
     return timeout_s, grace_s
 
 
-def _failure(outcome: SourceReading) -> SourceFailure:
+def _failure(machine: Machine, outcome: SourceReading) -> SourceFailure:
     if outcome.failure is not None:
-        return outcome.failure
+        failure = outcome.failure
+        return replace(failure, message=in_machine_words(machine, failure.message))
     return SourceFailure("crash", "the DCMI source gave neither a reading nor a failure", "")
 
 
@@ -346,12 +356,13 @@ def _inner_error(machine: Machine, details: List[str]) -> Finding:
             f"the driver did not create {nodes}: check `lsmod | grep drv_` and `dmesg | grep -i devdrv`; "
             "reinstall the driver and reboot"
         )
-        return _problem(machine, f"{summary}: {nodes} missing", hint, details)
+        return _problem(machine, f"{summary}: {nodes} missing", reboot_first(machine, hint, details), details)
     hint = (
         "the driver's userland does not match its kernel module, or the device is held: check "
         "`cat /usr/local/Ascend/driver/version.info` and `dmesg | grep -i devdrv`; reinstall the driver "
         "and reboot"
     )
+    hint = reboot_first(machine, hint, details)
     return _problem(machine, f"{summary}: DCMI internal error", hint, details)
 
 

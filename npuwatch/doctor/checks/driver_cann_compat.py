@@ -5,8 +5,8 @@ machine-readable lists in the install files — the toolkit's ``compatible_versi
 driver Innerversions (``V100R001Cnn``) it accepts, the driver's names the CANN ones
 (runtime-and-doctor.md §8.2).  A driver older than every HDK the table lists for this CANN fails
 (§10 row 22: 207019 / 207000 "feature not support"); otherwise the install files speak for the
-installed pair before the table does: a driver CANN's own list names passes; one listed nowhere is
-"untested" (warn).
+installed pair before the table does: a driver CANN's own list names passes, and so does a (newer)
+driver whose own list names this CANN; one listed nowhere is "untested" (warn).
 """
 
 from __future__ import annotations
@@ -154,6 +154,14 @@ def run(machine: Machine) -> Finding:
         return passed(f"driver {driver} is listed as compatible by CANN {cann}'s install info", details)
     if row is not None and any(version_matches(driver, line) for line in row.drivers):
         return passed(f"driver {driver} is supported by CANN {cann} (release notes)", details)
+    if cann_inner is not None and cann_inner in driver_info.compatible_versions:
+        # A driver newer than this CANN names it in its own list: CANN's older list cannot name a
+        # driver released after it, so the driver's word is the table for this pair (issue 29).
+        return passed(
+            f"driver {driver} lists CANN {cann} (innerversion {cann_inner}) as compatible in its "
+            "version.info",
+            details,
+        )
     if toolkit is not None and toolkit.compatible_versions:
         why = f"CANN's compatible_version does not list the driver's Innerversion {driver_inner}"
     else:

@@ -6,6 +6,7 @@ import posixpath
 from pathlib import PurePosixPath
 from typing import List
 
+from npuwatch.doctor.facts import version_key
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import (
     Check,
@@ -99,7 +100,29 @@ def _version_problems(
         return [
             Problem(Status.WARN, f"{path} has no Version= line", "reinstall the driver: " + _INSTALL_HINT)
         ]
-    return []
+    return _image_userland(machine, path, info.version, details) if in_container else []
+
+
+def _image_userland(machine: Machine, path: PurePosixPath, version: str, details: List[str]) -> List[Problem]:
+    """Issue 29 item 6: a container whose image brought its own driver userland (``version.info``)
+    while the kernel driver is the host's, which npu-smi reports (``Version:`` in its header): the
+    userland must be the host's (runtime-and-doctor.md §7.3)."""
+    table = machine.info_table()
+    host = table.versions.driver if table is not None else None
+    if host is None:
+        return []
+    details.append(f"the host's driver (npu-smi's Version:): {host}")
+    if version_key(host) == version_key(version):
+        return []
+    older = "older than" if version_key(version) < version_key(host) else "not"
+    return [
+        Problem(
+            Status.FAIL,
+            f"this container's driver userland ({path}: {version}) is {older} the host's driver {host} "
+            "(npu-smi): the image brought its own driver libraries, which must match its kernel driver",
+            "use the host's driver libraries instead of the image's: " + _MOUNT_HINT.split(": ", 1)[1],
+        )
+    ]
 
 
 def _library_problems(
@@ -197,4 +220,5 @@ CHECK = Check(
     group=Group.DRIVER,
     title="the driver userland is installed and loads; its install record is complete",
     run=run,
+    runs_npu_smi=True,  # in a container, npu-smi's Version: is the host's driver to compare with
 )

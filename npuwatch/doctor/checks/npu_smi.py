@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from npuwatch.doctor import facts
-from npuwatch.doctor.facts import device_flags
+from npuwatch.doctor.facts import device_flags, reboot_first
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, failed, passed, warned
 from npuwatch.probes.devices import MANAGER_NODES
@@ -206,6 +206,7 @@ def _inner_error(machine: Machine, failure: NpuSmiFailure, details: List[str], i
                 "the driver did not create its manager nodes: check `lsmod | grep drv_` and `dmesg | grep -i "
                 "devdrv`; reinstall the driver and reboot"
             )
+            hint = reboot_first(machine, hint, details)
         return failed(summary, hint, details)
     if in_container:
         return failed(
@@ -216,11 +217,14 @@ def _inner_error(machine: Machine, failure: NpuSmiFailure, details: List[str], i
             "and the NPU must not be held by another container: run `npu-smi info` on the host",
             details,
         )
-    return failed(
-        "npu-smi failed with DCMI error -8005 (DCMI internal error)",
+    hint = (
         "the driver's userland does not match its kernel module, or the device is held: check "
         "`cat /usr/local/Ascend/driver/version.info` and `dmesg | grep -i devdrv`; "
-        "reinstall the driver and reboot",
+        "reinstall the driver and reboot"
+    )
+    return failed(
+        "npu-smi failed with DCMI error -8005 (DCMI internal error)",
+        reboot_first(machine, hint, details),
         details,
     )
 

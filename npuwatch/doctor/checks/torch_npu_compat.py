@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from npuwatch.doctor.facts import active_home, home_version, version_key, version_matches
 from npuwatch.doctor.machine import Machine
 from npuwatch.doctor.result import Check, Finding, Group, Problem, Status, combine, skipped
-from npuwatch.probes.python_env import PythonEnv
+from npuwatch.probes.python_env import PythonEnv, normalize_name
+from npuwatch.probes.requirements import parse_requirement, prerelease, release_part
 
 #: (CANN, ((torch_npu, torch), …)), newest first: Ascend/pytorch README / COMPATIBILITY.en.md
 #: as summarised in runtime-and-doctor.md §8.1.
@@ -56,7 +57,6 @@ PYTHON_FOR_TORCH = {
 }
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-_POST = re.compile(r"\.post\d+$", re.IGNORECASE)
 _CUDA_LINE = re.compile(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", re.MULTILINE)
 
 
@@ -66,8 +66,8 @@ def torch_base(version: str) -> str:
 
 
 def torch_npu_base(version: str) -> str:
-    """``2.1.0.post6`` → ``2.1.0``: the torch release a torch_npu build is for."""
-    return _POST.sub("", torch_base(version))
+    """``2.1.0.post6`` or ``2.7.1.dev20250724`` → the torch release a torch_npu build is for."""
+    return release_part(version)
 
 
 def cuda_build(env: PythonEnv, torch_version: str) -> Optional[str]:
@@ -91,7 +91,10 @@ def cann_pairs(cann: str) -> Optional[Tuple[Tuple[str, str], ...]]:
 
 
 def canns_for(torch_npu: str) -> List[str]:
-    """The CANN versions a torch_npu build is listed for."""
+    """The CANN versions a torch_npu build is listed for (a dev/rc build: its release's)."""
+    if prerelease(torch_npu):
+        base = release_part(torch_npu)
+        return [line for line, pairs in TORCH_NPU_MATRIX if any(t == base for _, t in pairs)]
     return [line for line, pairs in TORCH_NPU_MATRIX if any(npu == torch_npu for npu, _ in pairs)]
 
 
@@ -122,7 +125,7 @@ def _autoload_note(machine: Machine, torch: str) -> str:
 
 
 def _mismatch(machine: Machine, torch: str, npu: str, cann: Optional[str]) -> Problem:
-    base = torch_base(torch)
+    base = release_part(torch)
     fixes = []
     pick = torch_npu_for(base, cann)
     if pick is not None:
@@ -149,30 +152,35 @@ def _cuda(machine: Machine, torch: str, why: str) -> Problem:
 
 def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     if cann is None:
-        return []
-    base = torch_base(torch)
+        return _prerelease_untested(torch, npu, None, None)
+    base = release_part(torch)
     pairs = cann_pairs(cann)
     if pairs is None:
-        listed = TORCH_NPU_MATRIX[0][0]
-        return [
-            Problem(
-                Status.WARN,
-                f"CANN {cann} is not in the torch_npu compatibility table: torch_npu {npu} on it is untested",
-                f"use a CANN listed for torch_npu {npu} ({', '.join(canns_for(npu)) or 'none'}), or check "
-                f"Ascend/pytorch's README for CANN {cann} (npuwatch's table ends at {listed})",
-            )
-        ]
-    if (npu, base) in pairs or (torch_base(npu), base) in pairs:
+        return [_unknown_cann(npu, cann)]
+    here = next((p for p, t in pairs if t == base), None)
+    if prerelease(npu) or prerelease(torch):
+        if here is not None:
+            return _prerelease_untested(torch, npu, cann, here)
+    elif (npu, base) in pairs or (torch_base(npu), base) in pairs:
         return []
     elsewhere = canns_for(npu)
-    here = next((p for p, t in pairs if t == base), None)
     fix = f"`pip install torch_npu=={here}` (the build for CANN {cann})" if here else ""
     if not fix:
         tested = ", ".join(f"torch {t} + torch_npu {p}" for p, t in pairs)
         first_npu, first_torch = pairs[0]
         command = f"pip install torch=={first_torch} torch_npu=={first_npu}"
         fix = f"install a pair CANN {cann} lists ({tested}), e.g. `{command}`"
-    if elsewhere:
+    if prerelease(npu):
+        released = (
+            f" (torch_npu {release_part(npu)} is listed for CANN {', '.join(elsewhere)})" if elsewhere else ""
+        )
+        summary = (
+            f"torch_npu {npu} is a development build, not in the compatibility table for CANN {cann}"
+            f"{released}: untested"
+        )
+        if elsewhere:
+            fix += f", or install CANN {elsewhere[0]}"
+    elif elsewhere:
         summary = (
             f"torch_npu {npu} is built for CANN {', '.join(elsewhere)}, this machine has CANN {cann}: "
             "untested (`undefined symbol` in CANN/ATB libraries is the usual sign)"
@@ -181,6 +189,90 @@ def _cann_pairing(torch: str, npu: str, cann: Optional[str]) -> List[Problem]:
     else:
         summary = f"torch_npu {npu} is not in the compatibility table for CANN {cann}: untested"
     return [Problem(Status.WARN, summary, fix)]
+
+
+def _unknown_cann(npu: str, cann: str) -> Problem:
+    """A CANN the table has no row for: the verdict would rest on the table's gap, so say which
+    fact is missing (issue 29) rather than calling the pair untested."""
+    newest, oldest = TORCH_NPU_MATRIX[0][0], TORCH_NPU_MATRIX[-1][0]
+    if version_key(cann) > version_key(newest):
+        edge = f"its newest row is CANN {newest}"
+    elif version_key(cann) < version_key(oldest):
+        edge = f"its oldest row is CANN {oldest}"
+    else:
+        edge = f"its rows run from CANN {oldest} to {newest}, without this one"
+    listed = canns_for(npu)
+    known = (
+        f"torch_npu {npu} is listed for CANN {', '.join(listed)}"
+        if listed
+        else f"torch_npu {npu} is listed for no CANN"
+    )
+    return Problem(
+        Status.WARN,
+        f"npuwatch's torch_npu table has no row for CANN {cann} ({edge}): whether torch_npu {npu} was "
+        f"tested on it is not known here ({known})",
+        f"look up CANN {cann} in Ascend/pytorch's README (version compatibility) for torch_npu {npu}; "
+        f"or use a CANN it is listed for ({', '.join(listed) or 'none'})",
+    )
+
+
+def _prerelease_untested(torch: str, npu: str, cann: Optional[str], listed: Optional[str]) -> List[Problem]:
+    """A dev/rc build of a listed release: untested, never a mismatch (issue 29 item 2)."""
+    builds = [f"{name} {v}" for name, v in (("torch", torch), ("torch_npu", npu)) if prerelease(v)]
+    if not builds:
+        return []
+    base = release_part(torch)
+    what = " and ".join(builds) + (
+        " are development builds" if len(builds) > 1 else " is a development build"
+    )
+    if listed is None:
+        return [
+            Problem(
+                Status.WARN,
+                f"{what} of {base}: the compatibility table lists releases only, so this is untested",
+                f"keep it if the image that ships it was tested with it (vllm-ascend images are), or install "
+                f"the release: `pip install torch=={base}` and the torch_npu listed for your CANN",
+            )
+        ]
+    return [
+        Problem(
+            Status.WARN,
+            f"{what} of {base}; CANN {cann} lists torch {base} with torch_npu {listed}: untested",
+            f"keep it if the image that ships it was tested with it (vllm-ascend images are), or install the "
+            f"tested build: `pip install torch=={base} torch_npu=={listed}`",
+        )
+    ]
+
+
+#: Frameworks that pin torch and torch_npu in their metadata (``Requires-Dist: torch-npu==…``).
+PINNING_FRAMEWORKS = ("vllm-ascend",)
+
+
+def _required_by_frameworks(env: PythonEnv, installed: Dict[str, str]) -> List[Problem]:
+    """A framework's ``Requires-Dist`` pin on torch/torch_npu the installed one does not meet."""
+    problems: List[Problem] = []
+    for framework in PINNING_FRAMEWORKS:
+        version = env.distribution_version(framework)
+        if version is None:
+            continue
+        for line in env.requires(framework):
+            requirement = parse_requirement(line)
+            if requirement is None or requirement.marker.startswith("extra"):
+                continue
+            have = installed.get(normalize_name(requirement.name))
+            if have is None or not requirement.clauses or requirement.allows(have) is not False:
+                continue
+            wants = f"{requirement.name}{requirement.specifier}"
+            problems.append(
+                Problem(
+                    Status.FAIL,
+                    f"{framework} {version} requires {wants}, but {requirement.name} {have} is installed: "
+                    f"{framework} fails to import or crashes with `undefined symbol`",
+                    f"`pip install '{wants}'` (what {framework} {version} was built for), or install the "
+                    f"{framework} release made for {requirement.name} {have}",
+                )
+            )
+    return problems
 
 
 def _python_range(env: PythonEnv, torch: str) -> List[Problem]:
@@ -249,8 +341,11 @@ def run(machine: Machine) -> Finding:
     why = cuda_build(env, torch)
     if why is not None:
         problems.append(_cuda(machine, torch, why))
-    if torch_npu_base(npu) != torch_base(torch):
-        problems.append(_mismatch(machine, torch, npu, cann))
+    wanted = _required_by_frameworks(env, {"torch-npu": npu, "torch": torch})
+    problems += wanted
+    if release_part(npu) != release_part(torch):
+        if not wanted:  # a framework's own pin, when it disagrees, is the cause to name
+            problems.append(_mismatch(machine, torch, npu, cann))
     else:
         problems += _cann_pairing(torch, npu, cann)
     problems += _python_range(env, torch)

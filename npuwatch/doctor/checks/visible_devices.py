@@ -149,6 +149,9 @@ def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> L
         )
     if devices.in_container:
         absent = [n for n in ids if n not in devices.physical]
+        extra = [n for n in devices.physical if n not in ids]
+        if ids and not absent and extra and not rt_set and not vnpu:
+            issues.append(_not_applied(shown, ids, extra, devices))
         if absent and not vnpu:  # vNPU containers get /dev/vdavinciN nodes instead
             nodes = " ".join(f"--device /dev/davinci{n}" for n in absent)
             issues.append(
@@ -172,6 +175,23 @@ def _docker_issues(value: str, devices: _Devices, rt_set: bool, vnpu: bool) -> L
             )
         )
     return issues
+
+
+def _not_applied(shown: str, ids: Sequence[int], extra: Sequence[int], devices: _Devices) -> Problem:
+    """Issue 29 item 4: the variable names a subset, yet every node is here: no Ascend Docker
+    Runtime started this container (docker compose on runc), so nothing applied it
+    (runtime-and-doctor.md §7.2: the runtime reads it at container start)."""
+    logical = _ids(n for n in (devices.logical(p) for p in ids) if n is not None)
+    others = ", ".join(f"/dev/davinci{n}" for n in extra[:4]) + (" …" if len(extra) > 4 else "")
+    return Problem(
+        Status.WARN,
+        f"{shown} names {len(ids)} of the {devices.count} chips in this container, but {others} "
+        f"{'are' if len(extra) > 1 else 'is'} here too: the Ascend Docker Runtime did not start this "
+        "container (docker compose or runc?), so nothing applied it and jobs may use every chip",
+        f"`export {RT_VISIBLE}={logical}` (the logical IDs of the chips it names), or recreate the container "
+        f"with the Ascend Docker Runtime (`docker run --runtime ascend`, compose `runtime: ascend`), "
+        f"or pass only `--device /dev/davinci{ids[0]}`… for the chips meant",
+    )
 
 
 def _device_id_issue(value: str, devices: _Devices, rt_ids: Optional[Tuple[int, ...]]) -> Optional[Problem]:
