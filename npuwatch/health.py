@@ -93,7 +93,7 @@ def check_health(
     if reading is not None:
         notes.extend(reading.warnings)
         chosen = [c for c in reading.chips if devices is None or c.identity.npu_id in devices]
-        chips = judge_chips(chosen, max_temp_c, processes=reading.processes)
+        chips = judge_chips(chosen, max_temp_c, reading.processes, reading.process_table)
         problems.extend(chip_problems(reading.chips, chips, devices, reading.warnings, backend))
         if sysroot is not None and nodes is not None and devices is None:
             unlisted = unreported_chips(read_machine_chips(sysroot, nodes), reading.chips, backend)
@@ -162,18 +162,23 @@ def judge_chips(
     chips: Sequence[ChipSample],
     max_temp_c: Optional[float] = None,
     processes: Sequence[NpuProcess] = (),
+    process_table: bool = True,
 ) -> Tuple[ChipCheck, ...]:
     """Each chip as the judge rules it (``max_temp_c`` replaces every model's critical limit), with
     the error codes its source attached (``ChipSample.errors``).  Also judges ``/healthz``."""
     thresholds = Thresholds(temperature_critical_c=max_temp_c)
     judged = [
-        _chip_check(c, thresholds, [p for p in processes if (p.npu_id, p.chip_id) == c.identity.key])
+        _chip_check(
+            c, thresholds, [p for p in processes if (p.npu_id, p.chip_id) == c.identity.key], process_table
+        )
         for c in chips
     ]
     return tuple(judged)
 
 
-def _chip_check(chip: ChipSample, thresholds: Thresholds, processes: Sequence[NpuProcess]) -> ChipCheck:
+def _chip_check(
+    chip: ChipSample, thresholds: Thresholds, processes: Sequence[NpuProcess], process_table: bool
+) -> ChipCheck:
     identity = chip.identity
     return ChipCheck(
         npu_id=identity.npu_id,
@@ -183,7 +188,7 @@ def _chip_check(chip: ChipSample, thresholds: Thresholds, processes: Sequence[Np
         temperature_c=chip.temperature_c,
         max_temp_c=thresholds.temperature_limits_c(identity.name)[1],
         error_codes=tuple(error.code for error in chip.errors),
-        judgement=judge_chip(chip, processes, thresholds=thresholds),
+        judgement=judge_chip(chip, processes, thresholds=thresholds, process_table=process_table),
     )
 
 

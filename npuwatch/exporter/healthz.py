@@ -62,7 +62,7 @@ def judge_healthz(
         reason = _one_line(report.message or report.status.value)
         return HealthzAnswer(503, f"unhealthy: {source.title} {report.status.value}: {reason}")
     # No npu-smi query (a scrape never runs one): the codes are those the sampler attached.
-    chips = judge_chips(snapshot.chips, processes=snapshot.processes)
+    chips = judge_chips(snapshot.chips, None, snapshot.processes, snapshot.described.process_table)
     problems = chip_problems(snapshot.chips, chips, devices, backend=source.name)
     unlisted = snapshot.probe("chips")  # the sampler's health.unreported_chips, as `check` judges it
     if unlisted is not None and unlisted.status is not MetricStatus.OK and devices is None:

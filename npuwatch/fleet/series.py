@@ -38,7 +38,7 @@ from typing import Collection, Dict, Iterable, List, Mapping, Optional, Sequence
 
 from npuwatch.fleet.model import Exporter, FleetChip, FleetNode, worst_first
 from npuwatch.fleet.prometheus import Sample
-from npuwatch.judge.rules import Judgement, ReasonKind, judge_chip
+from npuwatch.judge.rules import judge_chip
 from npuwatch.judge.workload import _NEXT_STEPS
 from npuwatch.metrics_table import METRICS
 from npuwatch.model import (
@@ -462,10 +462,7 @@ def _judged(
     """``processes`` ``None``: their answer was not read, so no "held, no process" is said."""
     key, raw = chip
     mine = [p for p in processes or () if (p.npu_id, p.chip_id) == key]
-    judgement = judge_chip(sample, mine)
-    if processes is None:
-        kept = tuple(r for r in judgement.reasons if r.kind is not ReasonKind.HBM_HELD)
-        judgement = Judgement(worst(r.level for r in kept), kept)
+    judgement = judge_chip(sample, mine, process_table=processes is not None)
     texts = judgement.texts
     level = raw.level if raw.level is not None else judgement.level
     if level is not judgement.level:  # npuwatch serve knew more (its history, its host)

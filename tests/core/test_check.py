@@ -659,3 +659,26 @@ def test_a_950_needs_no_devmm_svm(machine, capsys):
     machine.path("/dev/devmm_svm").unlink()
     code, out, _ = check(capsys, "--root", str(machine.root))
     assert (code, the_line(out)) == (0, "healthy: 8/8 chips OK, max 50 °C")
+
+
+def _held_on_npu0(with_process_table: bool) -> str:
+    """Capture 022 (910B4, 32 GiB, idle at 2654 MiB) with 20 GiB held on NPU 0, its process table
+    kept ("No running processes found") or cut off (a source that read none)."""
+    text = capture_text("022").replace("0    / 0          2654 / 32768", "0    / 0          20480/ 32768", 1)
+    if not with_process_table:
+        cut = "| NPU     Chip" if "| NPU     Chip" in text else "| No running"
+        text = text[: text.index(cut)]
+    return text
+
+
+@pytest.mark.parametrize("with_process_table", [True, False])
+def test_held_memory_is_judged_only_where_a_process_table_was_read(machine, capsys, with_process_table):
+    path = machine.write_file("/capture.txt", _held_on_npu0(with_process_table))
+    write_npu_smi(machine, f'if [ "$#" -gt 1 ]; then exit 1; fi\ncat {path}')
+    _, out, _ = check(capsys, "--root", str(machine.root), "--json")
+    chips = {(c["npu_id"], c["chip_id"]): c for c in json.loads(out)["chips"]}
+    reasons = chips[(0, 0)]["reasons"]
+    if with_process_table:
+        assert any("held" in reason for reason in reasons), reasons
+    else:  # no table read: "no process listed" is not "no process"
+        assert not any("held" in reason for reason in reasons), reasons
