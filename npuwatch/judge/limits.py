@@ -7,17 +7,53 @@ limits table is written from it (``tests/core/test_judge.py`` keeps them equal).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from npuwatch.chip_families import CRITICAL_OVER_C, ChipFamily, family_of
 from npuwatch.chip_families import idle_allowance_mib as family_idle_allowance_mib
+from npuwatch.model import Snapshot
+from npuwatch.source_info import SCOPE_CARD, SCOPE_CHIP
 
 
 def limits_for(model_name: Optional[str]) -> ChipFamily:
     """The family row of a chip a source names ``model_name`` (``chip_families.family_of``);
     ``chip_families.OTHER`` when none matches."""
     return family_of(model_name)
+
+
+class PowerRating(NamedTuple):
+    """What a chip's power reading is compared with: a rating and what it covers."""
+
+    watts: Optional[float]  # None: none published (views show watts without a ratio)
+    scope: str  # ``chip``, or ``card``: the reading is the whole card's (a 310P Duo's board power)
+
+
+def power_rating(model_name: Optional[str], scope: str = SCOPE_CHIP, chips_on_card: int = 1) -> PowerRating:
+    """The rating a power reading of ``scope`` on a chip named ``model_name`` compares with: the
+    card's rating when the source or the family says the reading is the card's (an Atlas 300I Duo's
+    board power with its 150 W, never one chip's 72 W).  The one rule of the throttle judge, the
+    power bar and the detail screen."""
+    family = family_of(model_name)
+    if scope == SCOPE_CARD or family.power_scope == SCOPE_CARD:
+        return PowerRating(family.rated_power_for_w(SCOPE_CARD, chips_on_card), SCOPE_CARD)
+    return PowerRating(family.rated_power_w, SCOPE_CHIP)
+
+
+def power_ratings(snapshot: Snapshot) -> Dict[Tuple[int, int], PowerRating]:
+    """Every chip's ``power_rating`` in ``snapshot``: the scope its source gave the reading, and
+    the chips its card carries (the chips listed under one NPU ID)."""
+    on_card = Counter(chip.identity.npu_id for chip in snapshot.chips)
+    described = snapshot.described
+    return {
+        chip.identity.key: power_rating(
+            chip.identity.name,
+            described.scope_of(chip.identity.key, "power_w"),
+            on_card[chip.identity.npu_id],
+        )
+        for chip in snapshot.chips
+    }
 
 
 @dataclass(frozen=True)

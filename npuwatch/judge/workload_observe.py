@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from npuwatch.chip_families import family_of
-from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds
+from npuwatch.judge.limits import DEFAULT_THRESHOLDS, Thresholds, power_rating
 from npuwatch.judge.rules import held_memory, is_stale, lost_reason
 from npuwatch.judge.workload_text import AICPU_UNREAD, HOST_HIDDEN
 from npuwatch.model import ChipSample, NpuProcess, Snapshot, Throttling, WorkloadClass
-from npuwatch.source_info import SCOPE_CARD, SourceInfo
+from npuwatch.source_info import SourceInfo
 
 #: The chip metrics a class is decided from, averaged over the window as its evidence.
 INPUTS: Tuple[str, ...] = (
@@ -274,12 +274,9 @@ def context_of(snapshot: Snapshot, chip: ChipSample, chips_on_card: int) -> Cont
     rating its reading compares with (the card's when the source says the reading is the card's)."""
     described: SourceInfo = snapshot.described
     family = family_of(chip.identity.name)
-    scope = described.scope_of(chip.identity.key, "power_w")
-    if scope == SCOPE_CARD or family.power_scope == SCOPE_CARD:
-        rated: Optional[float] = family.card_rated_power_w(chips_on_card)
-        scope = SCOPE_CARD
-    else:
-        rated = family.rated_power_w
+    rated, scope = power_rating(
+        chip.identity.name, described.scope_of(chip.identity.key, "power_w"), chips_on_card
+    )
     host = snapshot.host
     return Context(
         process_table=described.process_table,

@@ -18,6 +18,7 @@ from textual.widgets import Input
 from npuwatch.alerts import Alert, AlertTracker, Severity, summary_line
 from npuwatch.feed import ReplayControls
 from npuwatch.judge import judge_snapshot
+from npuwatch.judge.limits import power_ratings
 from npuwatch.model import Snapshot
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui.app_base import LiveApp, exit_status, run_live_app
@@ -225,7 +226,10 @@ class NpuwatchApp(LiveApp):
                 grid.screen.set_focus(grid, scroll_visible=False)
         # The judge's verdicts colour the cards.  A card's height can change with its chip's state
         # (a problem line under its metrics): the layout is chosen again only then.
-        if grid.show(groups, judge_snapshot(snapshot)) and grid.shapes() != self._shapes:
+        if (
+            grid.show(groups, judge_snapshot(snapshot), power_ratings(snapshot))
+            and grid.shapes() != self._shapes
+        ):
             self._apply_layout(self._terminal or self.size)
 
     def _render_chip_list(self, snapshot: Snapshot) -> None:
@@ -243,7 +247,11 @@ class NpuwatchApp(LiveApp):
             if self.focused is None:
                 self.call_after_refresh(chip_list.focus)
         chip_list.styles.height = self.chip_layout.max_rows
-        chip_list.show(sorted(snapshot.chips, key=lambda chip: chip.identity.key), judge_snapshot(snapshot))
+        chip_list.show(
+            sorted(snapshot.chips, key=lambda chip: chip.identity.key),
+            judge_snapshot(snapshot),
+            power_ratings(snapshot),
+        )
 
     def _render_header(self) -> None:
         """Name, state markers, then host, source, time and cadence; versions as far as they fit.

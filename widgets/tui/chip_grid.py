@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from npuwatch.history import History
 from npuwatch.judge import Judgement
+from npuwatch.judge.limits import PowerRating
 from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui import render
@@ -44,6 +45,8 @@ from npuwatch.widgets.view_model import chip_row, worst_health
 ChipKey = Tuple[int, int]
 EMPTY = "No NPU chips could be read: see the alerts line."
 EMPTY_LINES = ("", f" {EMPTY}", "")
+#: No chip's rating given: each chip's own (``chip_row``'s default).
+_NO_RATINGS: Mapping[Tuple[int, int], PowerRating] = {}
 
 
 class ChipGrid(ScrollView, can_focus=True):
@@ -101,14 +104,21 @@ class ChipGrid(ScrollView, can_focus=True):
         self.cursor = 0
         self._relayout()
 
-    def show(self, groups: Sequence[Sequence[ChipSample]], judgements: Mapping[ChipKey, Judgement]) -> bool:
-        """Newer samples of the same chips, with the judge's verdicts on them (``judge_snapshot``);
-        whether a card's height changed (a problem line came or went: the layout may change)."""
+    def show(
+        self,
+        groups: Sequence[Sequence[ChipSample]],
+        judgements: Mapping[ChipKey, Judgement],
+        ratings: Mapping[ChipKey, PowerRating] = _NO_RATINGS,
+    ) -> bool:
+        """Newer samples of the same chips, with the judge's verdicts on them (``judge_snapshot``)
+        and the ratings their power readings compare with (``power_ratings``); whether a card's
+        height changed (a problem line came or went: the layout may change)."""
         chips = [chip for group in groups for chip in group]
         before = [card.height() for card in self.cards]
         for card, chip in zip(self.cards, chips):
             card.chip = chip
-            card.row = chip_row(chip, judgement=judgements.get(chip.identity.key), details=False)
+            key = chip.identity.key
+            card.row = chip_row(chip, judgement=judgements.get(key), details=False, power=ratings.get(key))
             card.generation += 1
         grown = [card.height() for card in self.cards] != before
         if grown and not self.compact:  # the boxes move

@@ -19,6 +19,7 @@ from textual.strip import Strip
 
 from npuwatch.history import History
 from npuwatch.judge import Judgement
+from npuwatch.judge.limits import PowerRating
 from npuwatch.model import ChipSample
 from npuwatch.widgets.tui.chips import compact_line
 from npuwatch.widgets.tui.line import text_strip
@@ -27,6 +28,8 @@ from npuwatch.widgets.view_model import ChipRow, chip_row
 
 #: Above this many chips the dashboard shows the ChipList instead of a card widget per chip.
 HUGE_CHIPS = 256
+#: No chip's rating given: each chip's own (``chip_row``'s default).
+_NO_RATINGS: Mapping[Tuple[int, int], PowerRating] = {}
 
 
 class ChipList(ScrollView, can_focus=True):
@@ -47,13 +50,20 @@ class ChipList(ScrollView, can_focus=True):
         self.history = history
         self.chips: Sequence[ChipSample] = ()
         self.judgements: Mapping[Tuple[int, int], Judgement] = {}
+        self.ratings: Mapping[Tuple[int, int], PowerRating] = {}
         self.cursor = 0
 
-    def show(self, chips: Sequence[ChipSample], judgements: Mapping[Tuple[int, int], Judgement]) -> None:
+    def show(
+        self,
+        chips: Sequence[ChipSample],
+        judgements: Mapping[Tuple[int, int], Judgement],
+        ratings: Mapping[Tuple[int, int], PowerRating] = _NO_RATINGS,
+    ) -> None:
         """Show a newer sample (any number of chips) with the judge's verdicts on its chips
         (``judge_snapshot``: each chip with the processes listed on it); the cursor stays on its row."""
         self.chips = chips
         self.judgements = judgements
+        self.ratings = ratings
         self.cursor = min(self.cursor, max(0, len(chips) - 1))
         self.virtual_size = Size(0, len(chips))  # lines fit the width: no sideways scrollbar
         self.refresh()
@@ -72,7 +82,8 @@ class ChipList(ScrollView, can_focus=True):
     def row(self, index: int) -> ChipRow:
         """Chip ``index`` as the view model shows it, with the judge's verdict on it."""
         chip = self.chips[index]
-        return chip_row(chip, judgement=self.judgements.get(chip.identity.key), details=False)
+        key = chip.identity.key
+        return chip_row(chip, judgement=self.judgements.get(key), details=False, power=self.ratings.get(key))
 
     def action_cursor(self, step: int) -> None:
         self._move_to(self.cursor + step)

@@ -18,11 +18,13 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from npuwatch.chip_details import ChipDetails
-from npuwatch.chip_facts import chip_memory, rated_power_w
+from npuwatch.chip_facts import chip_memory
 from npuwatch.chip_link import KIND_PCIE, LinkState
+from npuwatch.judge.limits import PowerRating, power_rating, power_ratings
 from npuwatch.judge.rules import Judgement, judge_snapshot, link_verdicts
 from npuwatch.metrics_table import CELLS, METRICS, SHOWN_WHEN_REPORTED, cell_metrics, metric
 from npuwatch.model import ChipSample, Level, MetricStatus, Snapshot
+from npuwatch.source_info import SCOPE_CARD
 from npuwatch.text_safety import inert
 from npuwatch.widgets import format as fmt
 from npuwatch.widgets.tui import render
@@ -128,7 +130,7 @@ def chip_summary(chip: ChipSample, snapshot: Snapshot) -> RenderableType:
         ids,
         *verdict,
         Text(""),
-        metric_table(chip),
+        metric_table(chip, power_ratings(snapshot).get(ident.key)),
         Text(""),
         *workload,
         pcie_text(chip),
@@ -196,7 +198,7 @@ def memory_kind(chip: ChipSample) -> str:
     return chip_memory(chip).kind or "HBM"
 
 
-def metric_rows(chip: ChipSample) -> List[MetricRow]:
+def metric_rows(chip: ChipSample, power: Optional[PowerRating] = None) -> List[MetricRow]:
     """The metrics this chip has, labelled and with units (a 910B has HBM and no DDR; a 310P the reverse).
 
     A metric the npu-smi layout does not print at all (NPU Util beside AI Core, huge pages
@@ -221,11 +223,14 @@ def metric_rows(chip: ChipSample) -> List[MetricRow]:
     if chip.hugepages_total:
         pages = f"{chip.hugepages_used if chip.hugepages_used is not None else fmt.NA}/{chip.hugepages_total}"
         rows.append(MetricRow("Huge pages", f"{pages} pages", ("hugepages_used", "hugepages_total")))
-    power = _opt(chip.power_w, fmt.watts)
-    rated = rated_power_w(chip.identity.name)
-    if power is not None and rated:
-        power += f" (rated ≈{rated:.0f} W)"
-    rows.append(MetricRow(metric("power_w").title, power, ("power_w",)))
+    watts = _opt(chip.power_w, fmt.watts)
+    rating = power or power_rating(chip.identity.name)
+    if watts is not None and rating.scope == SCOPE_CARD:
+        watts += " (the card's"
+        watts += f", rated ≈{rating.watts:.0f} W)" if rating.watts else ")"
+    elif watts is not None and rating.watts:
+        watts += f" (rated ≈{rating.watts:.0f} W)"
+    rows.append(MetricRow(metric("power_w").title, watts, ("power_w",)))
     rows.append(_plain_row(chip, "temperature_c"))
     others = (
         row.name for row in METRICS if row.name not in _OWN_ROWS and row.name not in SHOWN_WHEN_REPORTED
@@ -253,14 +258,14 @@ def _plain_row(chip: ChipSample, name: str) -> MetricRow:
     return MetricRow(row.title, None if value is None else fmt.with_unit(value, row.unit), (name,))
 
 
-def metric_table(chip: ChipSample) -> Table:
+def metric_table(chip: ChipSample, power: Optional[PowerRating] = None) -> Table:
     """The metric rows; an n/a row says why, and a reason shared with the row above is not repeated."""
     table = Table(box=None, show_header=False, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
     table.add_column(style="dim")
     said: List[str] = []
-    for row in metric_rows(chip):
+    for row in metric_rows(chip, power):
         why = ""
         note = next((chip.notes[m] for m in row.metrics if m in chip.notes), None)
         if note is not None and (row.value is None or note.status is MetricStatus.STALE):

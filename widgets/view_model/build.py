@@ -10,6 +10,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from npuwatch.alerts import Alert, Severity
 from npuwatch.history import History
 from npuwatch.judge import Judgement, judge_chip, judge_snapshot
+from npuwatch.judge.limits import PowerRating, power_ratings
 from npuwatch.judge.rules import is_stale
 from npuwatch.metrics_table import CELLS
 from npuwatch.model import (
@@ -28,6 +29,7 @@ from npuwatch.widgets.view_model.cells import (
     _EXTRAS_SHOWN,
     _common_reason,
     _extra,
+    _power,
 )
 from npuwatch.widgets.view_model.rows import (
     AlertRow,
@@ -123,8 +125,17 @@ def chip_rows(
     mine = own_memory or {}
     chips = sorted(snapshot.chips, key=lambda c: c.identity.key) if ordered else snapshot.chips
     now = snapshot.taken_at if explain else None
+    ratings = power_ratings(snapshot)
     return tuple(
-        chip_row(c, history, points, mine.get(c.identity.key), judged.get(c.identity.key), explain_at=now)
+        chip_row(
+            c,
+            history,
+            points,
+            mine.get(c.identity.key),
+            judged.get(c.identity.key),
+            explain_at=now,
+            power=ratings.get(c.identity.key),
+        )
         for c in chips
     )
 
@@ -148,6 +159,7 @@ def chip_row(
     *,
     explain_at: Optional[datetime] = None,
     details: bool = True,
+    power: Optional[PowerRating] = None,
 ) -> ChipRow:
     """One chip: identity, health badge, level and the cells (``points`` history values each).
 
@@ -155,11 +167,16 @@ def chip_row(
     without one the chip is judged alone (as if no process were listed on it).  ``explain_at``
     (the snapshot's time): with its workload explained, the owner's last sighting against it.
     Without ``details`` the extras leave out the detail lines' metrics (the dashboard's cards and
-    lines, rebuilt every second, show none of them: Cube, AI CPU, ECC …).
+    lines, rebuilt every second, show none of them: Cube, AI CPU, ECC …).  ``power``: the rating
+    the chip's power reading compares with in its snapshot (``limits.power_ratings``: a card's
+    reading with the card's rating); without it, the chip's own.
     """
     ident = chip.identity
     verdict = judgement if judgement is not None else judge_chip(chip)
-    metrics = tuple(_CELL_BUILDERS[key](chip, history, points) for key in CELLS)
+    metrics = tuple(
+        _power(chip, history, points, power) if key == "power" else _CELL_BUILDERS[key](chip, history, points)
+        for key in CELLS
+    )
     shown = _EXTRAS_SHOWN if details else _EXTRAS_ON_CARDS
     extras = tuple(_extra(chip, row, history, points) for row in shown if getattr(chip, row.name) is not None)
     workload = chip.workload

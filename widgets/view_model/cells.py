@@ -12,6 +12,7 @@ from npuwatch.chip_facts import chip_memory
 from npuwatch.chip_facts import rated_power_w as _rated_power_w
 from npuwatch.history import History
 from npuwatch.judge import temperature_level
+from npuwatch.judge.limits import PowerRating, power_rating
 from npuwatch.judge.rules import memory_bar_level, power_bar_level
 from npuwatch.metrics_table import CELLS, EXTRAS, ChipMetric, Extra, Scale, cell_metrics, metric
 from npuwatch.model import (
@@ -140,8 +141,12 @@ def _memory(chip: ChipSample, history: Optional[History], points: int) -> Metric
     )
 
 
-def _power(chip: ChipSample, history: Optional[History], points: int) -> MetricCell:
-    rated = rated_power_w(chip.identity.name)
+def _power(
+    chip: ChipSample, history: Optional[History], points: int, rating: Optional[PowerRating] = None
+) -> MetricCell:
+    """Power against the judge's rating of this reading (``limits.power_rating``: a card-scope
+    reading, a 310P Duo's board power, against the card's rating)."""
+    rated = (rating or power_rating(chip.identity.name)).watts
     value = chip.power_w
     share = value / rated if rated and value is not None else None
     return _cell(
