@@ -11,6 +11,7 @@ most ``MAX_BYTES`` of it.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,15 +69,11 @@ def read_build_infos(env: PythonEnv) -> Tuple[BuildInfo, ...]:
 def _read(package: KnownPackage, path: Path, env: PythonEnv) -> Optional[BuildInfo]:
     shown = env.display(path)
     version = env.distribution_version(package.distribution)
-    try:
-        exists = path.is_file() or path.is_symlink()
-    except OSError:
-        exists = False
-    if not exists:
+    if not os.path.lexists(path):
         return None  # a build without the file (or a source checkout): nothing to compare
-    data = read_regular(path, MAX_BYTES + 1)
+    data = read_regular(path, MAX_BYTES + 1)  # a FIFO there must not block
     if data is None:
-        return BuildInfo(package.distribution, shown, version, problem="could not read it")
+        return BuildInfo(package.distribution, shown, version, problem="not a readable regular file")
     if len(data) > MAX_BYTES:
         return BuildInfo(package.distribution, shown, version, problem=f"larger than {MAX_BYTES // 1024} KiB")
     values = {name: value for name, _, value in _ASSIGNMENT.findall(data.decode("utf-8", errors="replace"))}
