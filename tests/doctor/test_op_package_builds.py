@@ -129,3 +129,19 @@ def test_a_garbage_build_info_is_a_could_not_read_note(tmp_path, kind, reason):
     found = _op_kernels(tm)
     assert found["status"] == "pass", found["summary"]
     assert f"{BUILD_INFO}: could not read which chip vllm-ascend was built for ({reason})" in found["details"]
+
+
+def test_missing_kernels_and_a_build_for_another_chip_are_both_named(tmp_path):
+    tm = simulated(tmp_path, "310p-duo")
+    tm.remove("/usr/local/Ascend/ascend-toolkit/latest/opp/built-in/op_impl/ai_core/tbe/kernel/ascend310p")
+    _install(tm, "__soc_version__ = 'ascend910b1'\n")
+    found = _op_kernels(tm)
+    assert found["status"] == "fail", found["summary"]
+    summary, hint = str(found["summary"]), str(found["hint"])
+    assert summary.startswith("no operator kernels for ascend310p in "), summary
+    assert summary.endswith(
+        f"; and vllm-ascend was built for ascend910b1, but this machine's chips are "
+        f"ascend310p: its operators fail with {RUN_TIME_ERROR}"
+    ), summary
+    assert hint.startswith("install the kernels package for this chip"), hint
+    assert "; then vllm-ascend: use the image built for this chip" in hint, hint

@@ -124,9 +124,8 @@ def build_mismatches(machine: Machine, socs: List[str]) -> Tuple[List[str], List
     return details, wrong
 
 
-def _mismatch_finding(
-    machine: Machine, socs: List[str], wrong: List[Tuple[BuildInfo, str]], details: List[str]
-) -> Finding:
+def _mismatch_words(machine: Machine, socs: List[str], wrong: List[Tuple[BuildInfo, str]]) -> Tuple[str, str]:
+    """The summary and the fix for packages built for another chip (``wrong``)."""
     chips = ", ".join(socs)
     summary = "; ".join(f"{info.package} was built for {named}" for info, named in wrong)
     fixes = []
@@ -142,11 +141,10 @@ def _mismatch_finding(
             f"{info.package}: use {image}, or rebuild it from source with "
             f"`SOC_VERSION={version} pip install .`"
         )
-    return failed(
+    return (
         f"{summary}, but this machine's chips are {chips}: its operators fail with "
         "`the socversion … of bin package does not match`",
         "; ".join(fixes),
-        details,
     )
 
 
@@ -176,8 +174,9 @@ def run(machine: Machine) -> Finding:
     builds, wrong = build_mismatches(machine, socs)
     details.extend(builds)
     missing = [soc for soc in socs if soc not in installed]
+    builds_summary, builds_fix = _mismatch_words(machine, socs, wrong) if wrong else ("", "")
     if not missing and wrong:
-        return _mismatch_finding(machine, socs, wrong, details)
+        return failed(builds_summary, builds_fix, details)
     if not missing:
         return passed(f"operator kernels installed for {', '.join(socs)}", details)
     arch = cann_arch(machine, home)
@@ -186,9 +185,10 @@ def run(machine: Machine) -> Finding:
     other = f" (installed for {', '.join(installed)} only)" if installed else ""
     return failed(
         f"no operator kernels for {', '.join(missing)} in {kernel_root}{other}: every operator fails with "
-        "561003 `Op X does not has any binary`",
+        "561003 `Op X does not has any binary`" + (f"; and {builds_summary}" if wrong else ""),
         f"install the {kind} for this chip, same version as CANN {version or ''}".rstrip()
-        + f": download it from {DOWNLOAD_PAGE} and run {commands}",
+        + f": download it from {DOWNLOAD_PAGE} and run {commands}"
+        + (f"; then {builds_fix}" if wrong else ""),
         details,
     )
 
