@@ -39,6 +39,8 @@ MANAGER_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 _NODES_SOURCE = "driver-interfaces.md §1, runtime-and-doctor.md §6.5"
 _PCI_SOURCE = "driver-interfaces.md §5.1 (devdrv_pci.h, dcmi_common.h)"
 _NOT_PUBLISHED = "none published"
+_BUILD_SOURCE = "vllm-ascend's setup.py (gen_build_info: SOC_VERSION → __device_type__)"
+_IMAGE_SOURCE = "vllm-ascend's image tags on quay.io/ascend/vllm-ascend (<version>, -a3, -310p)"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,13 @@ class ChipFamily:
     two_chip_subsystem: Optional[int] = None
     #: The chip part of CANN's kernel and ops package names (``Ascend-cann-kernels-910b``; ``A3``).
     package_chip: Optional[str] = None
+    #: What vllm-ascend's build writes in ``_build_info.py`` as ``__device_type__`` for this family
+    #: (its ``AscendDeviceType``: ``A2``, ``A3``, ``_310P``, ``A5``); older builds write the SoC
+    #: version instead (``__soc_version__``, read by ``family_of_soc_version``).
+    build_device_type: Optional[str] = None
+    #: The tag suffix of vllm-ascend's images built for this family (``v0.10.0rc1-310p``; ``""``:
+    #: the untagged image is this family's); ``None`` when none is published.
+    vllm_ascend_image_suffix: Optional[str] = None
 
     def card_rated_power_w(self, chips_on_card: int) -> Optional[float]:
         """The rating of a card carrying ``chips_on_card`` of this family's chips, if published."""
@@ -135,6 +144,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         title="Atlas A3 (Ascend910, per die)",
         soc="ascend910_93",
         package_chip="A3",
+        build_device_type="A3",
+        vllm_ascend_image_suffix="-a3",
         pci_device_ids=frozenset({0xD803}),
         pci_models={0xD803: "Ascend 910_93 (A3)"},
         name_pattern=r"910_?93|910C|^Ascend910$",
@@ -144,6 +155,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         idle_memory_mib=3419,
         sources={
             **_hot(),
+            "build_device_type": _BUILD_SOURCE,
+            "vllm_ascend_image_suffix": _IMAGE_SOURCE,
             "pci_device_ids": _PCI_SOURCE,
             "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend910_93 and its package)",
             "memory_kind": "runtime-and-doctor.md §11: 128 GB HBM per package of 2 dies",
@@ -161,6 +174,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         title="Ascend 910B (910B1-B4)",
         soc="ascend910b",
         package_chip="910b",
+        build_device_type="A2",
+        vllm_ascend_image_suffix="",
         pci_device_ids=frozenset({0xD802, 0xD804, 0xD805}),
         pci_models={0xD802: "Ascend 910B", 0xD804: "Ascend 910B 2P", 0xD805: "Ascend 910B VF"},
         name_pattern=r"910B",
@@ -170,6 +185,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         idle_memory_mib=3437,
         sources={
             **_hot(),
+            "build_device_type": _BUILD_SOURCE,
+            "vllm_ascend_image_suffix": _IMAGE_SOURCE,
             "pci_device_ids": _PCI_SOURCE + ": 0xd804 CLOUD_V2_2P, 0xd805 the SR-IOV VF",
             "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend910b and its package)",
             "memory_kind": "runtime-and-doctor.md §11: HBM2e",
@@ -212,6 +229,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         title="Ascend 950",
         soc="ascend950",
         package_chip="950",
+        build_device_type="A5",
         pci_device_ids=frozenset({0xD806, 0xD807, 0xD808}),
         pci_models={0xD806: "Ascend 950", 0xD807: "Ascend d807", 0xD808: "Ascend 350"},
         name_pattern=r"950",
@@ -221,6 +239,7 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         device_nodes=("davinci_manager", "hisi_hdc"),
         sources={
             **_hot(),
+            "build_device_type": _BUILD_SOURCE,
             "device_nodes": "no devmm_svm: MindCluster does not mount it for Ascend910A5 (the 950; "
             "cdi/devnode.go, driver-interfaces.md §1)",
             "pci_device_ids": _PCI_SOURCE + "; 0xd807 (CLOUD_V5) and 0xd808 (ASCEND350, the Atlas 350 "
@@ -240,6 +259,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         title="Ascend 310P (Atlas 300I Pro/Duo)",
         soc="ascend310p",
         package_chip="310p",
+        build_device_type="_310P",
+        vllm_ascend_image_suffix="-310p",
         pci_device_ids=frozenset({0xD500, 0xD501}),
         pci_models={0xD500: "Ascend 310P", 0xD501: "Ascend 310P"},
         two_chip_subsystem=0x011,
@@ -254,6 +275,8 @@ FAMILIES: Tuple[ChipFamily, ...] = (
         idle_memory_mib=1805,
         sources={
             **_hot(_HOT_310_SOURCE),
+            "build_device_type": _BUILD_SOURCE,
+            "vllm_ascend_image_suffix": _IMAGE_SOURCE,
             "pci_device_ids": _PCI_SOURCE,
             "two_chip_subsystem": "driver-interfaces.md §5.1: subsystem_device >> 4 == 0x011 is 1PF2P",
             "soc": "runtime-and-doctor.md §2.1, §6.2 (kernel folder ascend310p and its package)",
@@ -350,6 +373,36 @@ def family_of(name: Optional[str] = None, device_id: Optional[int] = None) -> Ch
 def family_of_soc(soc: Optional[str]) -> ChipFamily:
     """The family whose operator-kernel folder is ``soc`` (``ascend910b``); ``OTHER`` if none."""
     return next((family for family in FAMILIES if soc and family.soc == soc), OTHER)
+
+
+def family_of_soc_version(soc_version: Optional[str]) -> ChipFamily:
+    """The family of a SoC version as builds record it (``ascend910b1``, ``Ascend910B3``,
+    ``ASCEND310P3``, ``Ascend910_9391``): the family whose kernel folder is its longest prefix,
+    case-insensitive (``ascend910_93…`` is an A3, ``ascend910b…`` a 910B before ``ascend910…``);
+    ``OTHER`` if none."""
+    text = (soc_version or "").strip().lower()
+    rows = [family for family in FAMILIES if family.soc and text.startswith(family.soc)]
+    return max(rows, key=lambda family: len(family.soc or ""), default=OTHER)
+
+
+def family_of_build_device_type(device_type: Optional[str]) -> ChipFamily:
+    """The family vllm-ascend's ``__device_type__`` (``A2``, ``_310P`` …) names; ``OTHER`` if none."""
+    text = (device_type or "").strip().upper()
+    return next((family for family in FAMILIES if text and family.build_device_type == text), OTHER)
+
+
+def soc_version_of_chip(name: Optional[str]) -> Optional[str]:
+    """The SoC version a build for the chip npu-smi names ``name`` is given (``310P3`` →
+    ``Ascend310P3``), when ``Ascend`` + the name is one; ``None`` when the name does not say it
+    (an A3 die prints ``Ascend910``: its SoC version, ``Ascend910_93xx``, is not in the name)."""
+    text = (name or "").strip()
+    if not text:
+        return None
+    version = text if text.lower().startswith("ascend") else f"Ascend{text}"
+    family = family_of(text)
+    if family.soc is None or family_of_soc_version(version) is not family:
+        return None
+    return version if len(version) > len(family.soc) else None
 
 
 def known_device_id(device_id: Optional[int]) -> bool:

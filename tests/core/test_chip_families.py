@@ -163,6 +163,51 @@ def test_every_number_of_every_row_names_its_source(row):
     assert set(row.device_nodes) <= set(chip_families.MANAGER_NODES)
 
 
+#: SoC versions as builds record them (vllm-ascend's and LMCache-Ascend's ``SOC_VERSION``, in
+#: any case) and the family each names: the longest kernel-folder prefix wins.
+SOC_VERSIONS = {
+    "ascend910b1": "910b",
+    "Ascend910B3": "910b",
+    "ASCEND910B4": "910b",
+    "Ascend910_9391": "a3",
+    "ascend910_9382": "a3",
+    "Ascend910A": "910",
+    "Ascend910ProB": "910",
+    "ascend310p3": "310p",
+    "Ascend310P1": "310p",
+    "Ascend310B4": "310b",
+    "Ascend310": "310",
+    "Ascend950PR_9599": "950",
+    "ascend": "other",
+    "": "other",
+    "Ascend710": "other",
+}
+
+
+@pytest.mark.parametrize(("version", "key"), sorted(SOC_VERSIONS.items()))
+def test_a_soc_version_names_its_family_by_prefix(version, key):
+    assert chip_families.family_of_soc_version(version).key == key
+
+
+def test_build_device_types_and_the_soc_version_of_a_chip_name():
+    device_types = {"A2": "910b", "A3": "a3", "_310P": "310p", "A5": "950", "a2": "910b", "B9": "other"}
+    assert {t: chip_families.family_of_build_device_type(t).key for t in device_types} == device_types
+    assert chip_families.family_of_build_device_type("") is OTHER
+    names = {"910B3": "Ascend910B3", "310P3": "Ascend310P3", "Ascend910B1": "Ascend910B1"}
+    names["950DT"] = "Ascend950DT"
+    assert {n: chip_families.soc_version_of_chip(n) for n in names} == names
+    # An A3 die prints "Ascend910" and a folder-only name says no variant: no SoC version.
+    for name in ("Ascend910", "310P", "910B", "xxx", "", None):
+        assert chip_families.soc_version_of_chip(name) is None, name
+
+
+@pytest.mark.parametrize("row", FAMILIES, ids=lambda row: row.key)
+def test_build_facts_name_their_source_when_set(row):
+    for name in ("build_device_type", "vllm_ascend_image_suffix"):
+        if getattr(row, name) is not None:
+            assert row.source_of(name), name
+
+
 def test_a_card_reading_is_compared_with_the_card_rating():
     duo = family_of("310P3")
     assert duo.rated_power_for_w("card", chips_on_card=2) == 150.0  # not a chip's 72 W
