@@ -414,3 +414,33 @@ def test_snapshot_replay_json_says_another_tenants_chip_is_in_use_elsewhere(tmp_
     other = next(c for c in json.loads(done.stdout)["chips"] if c["npu_id"] == 1)
     assert other["workload"]["class"] == "in-use-elsewhere"
     assert other["judgement"] == {"level": "ok", "reasons": []}
+
+
+def test_a_recorded_duo_replays_with_its_card_power_and_no_power_throttle(tmp_path: Path) -> None:
+    # The public path end to end: `record` the Duo demo through DCMI (its board power is the
+    # card's), then `snapshot --replay --all --json`: the recording keeps what the source said
+    # (source_info's card scope), and no sample's judge calls a chip power-throttled.
+    path = tmp_path / "duo.ndjson"
+    demo = ["--demo", "310p-duo", "--backend", "dcmi"]
+    argv = ["record", *demo, "--duration", "3", "--interval", "0.5", "--quiet", str(path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "npuwatch", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "npuwatch", "snapshot", "--replay", str(path), "--all", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    samples = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(samples) >= 3
+    for sample in samples:
+        scopes = {
+            (s["npu_id"], s["chip_id"], s["metric"]): s["scope"] for s in sample["source_info"]["scopes"]
+        }
+        assert scopes == {(2, 0, "power_w"): "card", (5, 0, "power_w"): "card"}
+        throttled = [c["workload"].get("throttling") for c in sample["chips"] if c.get("workload")]
+        assert "power" not in throttled
+        assert not [a for a in sample["alerts"] if "throttl" in a["message"]]
