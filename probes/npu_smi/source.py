@@ -22,6 +22,7 @@ from npuwatch.probes.npu_smi import (
     NpuSmiOutput,
     classify,
 )
+from npuwatch.probes.npu_smi.table import TABLE_METRICS
 from npuwatch.probes.runner import RunResult
 from npuwatch.source_info import SourceInfo
 
@@ -36,26 +37,9 @@ PROBE_NAME = "npu-smi"
 #: says it needs a source that reads it.  A 310P's MCU board power (``-t common``:
 #: ``reports.CommonReport.board_power_w``) shows on the detail screen only, never as a chip's
 #: ``power_w`` (the table prints none for a 310P), so npu-smi has no card-scope metric.
-#: ``tests/core/test_source_info.py`` holds this to what npu-smi fills on every demo.
-SOURCE_INFO = SourceInfo(
-    PROBE_NAME,
-    "npu-smi",
-    True,
-    frozenset(
-        {
-            "power_w",
-            "temperature_c",
-            "aicore_percent",
-            "npu_util_percent",
-            "hbm_used_mib",
-            "hbm_total_mib",
-            "memory_used_mib",
-            "memory_total_mib",
-            "hugepages_used",
-            "hugepages_total",
-        }
-    ),
-)
+#: ``tests/core/test_source_info.py`` holds this to what npu-smi fills on every demo: the metrics
+#: its table prints (``table.TABLE_METRICS``), and a process table.
+SOURCE_INFO = SourceInfo(PROBE_NAME, "npu-smi", True, TABLE_METRICS)
 #: How often the slow ``npu-smi info -m`` mapping (logic IDs) is asked again.
 MAPPING_REFRESH_S = 300.0
 #: How often the error codes of a chip that stays not OK are asked again (a new fault may add one).
