@@ -335,3 +335,21 @@ class Card:
         if self._height[0] is not self.row:
             self._height = (self.row, card_height(self.chip, self.row))
         return self._height[1]
+
+
+#: A card's line in a line of the area: (its place among the line's parts, the card, the card's
+#: line, the blank drawn when the card has no such line).
+Slot = Tuple[int, int, int, Line]
+#: A line of the area: its fixed parts (a slot holds a blank run), and its slots.
+TemplateLine = Tuple[List[Line], List[Slot]]
+
+
+def fill_line(statics: List[Line], slots: List[Slot], cards: List[List[Line]]) -> List[Line]:
+    """A line's parts: its fixed parts, each slot filled with its card's line."""
+    if not slots:
+        return statics
+    parts = list(statics)
+    for position, index, line, blank in slots:
+        card = cards[index]
+        parts[position] = card[line] if 0 <= line < len(card) else blank
+    return parts

@@ -28,7 +28,7 @@ from npuwatch.judge.limits import PowerRating
 from npuwatch.model import ChipSample
 from npuwatch.text_safety import inert
 from npuwatch.widgets.tui import render
-from npuwatch.widgets.tui.card_paint import Card, Line
+from npuwatch.widgets.tui.card_paint import Card, Line, Slot, TemplateLine, fill_line
 from npuwatch.widgets.tui.chip_layout import (
     GROUP_FRAME_ROWS,
     BoxPlace,
@@ -82,7 +82,7 @@ class ChipGrid(ScrollView, can_focus=True):
         self.boxes: List[BoxPlace] = []
         self._lines: List[Strip] = []  # the whole area, a strip per line, as drawn
         self._parts: List[List[Line]] = []  # what each line was drawn from
-        self._template: List[_TemplateLine] = []
+        self._template: List[TemplateLine] = []
         self._template_key: object = None
         self._layout_id = 0  # counts the placings of boxes and cards
         self._labels: Dict[Tuple[object, ...], Tuple[str, str]] = {}
@@ -274,7 +274,7 @@ class ChipGrid(ScrollView, can_focus=True):
         template, rebuilt = self._get_template(width, palette)
         before, lines = self._parts, self._lines
         if rebuilt or len(before) != len(template) or len(lines) != len(template):
-            rows = [_fill(statics, slots, cards) for statics, slots in template]
+            rows = [fill_line(statics, slots, cards) for statics, slots in template]
             self._parts = rows
             self._lines = [Strip([segment for part in parts for segment in part], width) for parts in rows]
             return list(range(len(rows)))
@@ -287,14 +287,14 @@ class ChipGrid(ScrollView, can_focus=True):
                     lines[y] = Strip([segment for part in statics for segment in part], width)
                     changed.append(y)
                 continue
-            now = _fill(statics, slots, cards)
+            now = fill_line(statics, slots, cards)
             if any(now[position] is not was[position] for position, _, _, _ in slots) or len(now) != len(was):
                 before[y] = now
                 lines[y] = Strip([segment for part in now for segment in part], width)
                 changed.append(y)
         return changed
 
-    def _get_template(self, width: int, palette: Palette) -> Tuple[List[_TemplateLine], bool]:
+    def _get_template(self, width: int, palette: Palette) -> Tuple[List[TemplateLine], bool]:
         """What each line is made of: fixed parts (frames, borders, blank runs) and the slots its
         cards' lines fill; built again only when the boxes, their frames or the colours change
         (then True: every line is drawn again)."""
@@ -308,7 +308,7 @@ class ChipGrid(ScrollView, can_focus=True):
         if rebuilt:
             height = _bottom(self.boxes)
             rows: List[List[Line]] = [[] for _ in range(height)]
-            slots: List[List[_Slot]] = [[] for _ in range(height)]
+            slots: List[List[Slot]] = [[] for _ in range(height)]
             ends = [0] * height
             for index, box in enumerate(self.boxes):
                 self._template_box(box, index, frames[index], stale[index], palette, rows, slots, ends)
@@ -327,7 +327,7 @@ class ChipGrid(ScrollView, can_focus=True):
         stale: bool,
         palette: Palette,
         rows: List[List[Line]],
-        slots: List[List[_Slot]],
+        slots: List[List[Slot]],
         ends: List[int],
     ) -> None:
         """Add ``box`` (its frame, and slots for its cards' lines) to the lines it covers."""
@@ -352,7 +352,7 @@ class ChipGrid(ScrollView, can_focus=True):
         palette: Palette,
         y: int,
         parts: List[Line],
-        slots: List[_Slot],
+        slots: List[Slot],
         stale: bool,
     ) -> None:
         """One line inside ``box``: its side borders and padding around slots for its cards' lines."""
@@ -483,24 +483,6 @@ class ChipGrid(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         return self.render_lines(Region(0, y, self.size.width, 1))[0]
-
-
-#: A card's line in a line of the area: (its place among the line's parts, the card, the card's
-#: line, the blank drawn when the card has no such line).
-_Slot = Tuple[int, int, int, Line]
-#: A line of the area: its fixed parts (a slot holds a blank run), and its slots.
-_TemplateLine = Tuple[List[Line], List[_Slot]]
-
-
-def _fill(statics: List[Line], slots: List[_Slot], cards: List[List[Line]]) -> List[Line]:
-    """A line's parts: its fixed parts, each slot filled with its card's line."""
-    if not slots:
-        return statics
-    parts = list(statics)
-    for position, index, line, blank in slots:
-        card = cards[index]
-        parts[position] = card[line] if 0 <= line < len(card) else blank
-    return parts
 
 
 def _bottom(boxes: Sequence[BoxPlace]) -> int:
