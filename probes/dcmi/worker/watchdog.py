@@ -33,6 +33,7 @@ import select
 import signal
 import sys
 import time
+from typing import Callable, Set
 
 from npuwatch.probes import runner
 
@@ -63,19 +64,34 @@ def watch_parent(parent: int, requests: int = 0) -> None:
 
 
 def end_group() -> None:
-    """Kill all the library started (its descendants, whatever carries the worker's mark, its
-    process group), then the worker."""
+    """Kill all the library started, then the worker: its descendants first (every orphan of the
+    library's is one, the worker being their subreaper: read from ``/proc/PID/stat`` alone), so a
+    slow read of another process's environment in the sweep for the worker's mark that follows
+    cannot hold them up; then whatever carries the mark, twice (a process forked while the
+    first sweep ran is found by the second); then its process group and itself."""
+    kill = _killer()
+    kill(runner.descendants(os.getpid()))
     mark = os.environ.get(runner.MARK_VARIABLE)
-    victims = runner.descendants(os.getpid())
     if mark:
-        victims |= runner.marked_processes({mark})
-    for pid in victims:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+        for _ in range(2):
+            kill(runner.marked_processes({mark}) | runner.descendants(os.getpid()))
     if os.getpgrp() == os.getpid():  # its own group (always, as Worker starts it)
         with contextlib.suppress(OSError):
             os.killpg(os.getpgrp(), signal.SIGKILL)
     os._exit(0)
+
+
+def _killer() -> Callable[[Set[int]], None]:
+    """SIGKILL for each of a set of PIDs, each PID once."""
+    killed: Set[int] = set()
+
+    def kill(pids: Set[int]) -> None:
+        for pid in pids - killed:
+            killed.add(pid)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    return kill
 
 
 #: prctl(2)'s option that makes a process the reaper of its descendants' orphans.
