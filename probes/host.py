@@ -28,6 +28,10 @@ _MISSING_RETRY_S = 10.0
 #: At most this many child processes of one NPU process are read per tick (data-loader workers
 #: number a few dozen; a fork bomb must not cost a tick): memory and time stay bounded.
 _MAX_CHILDREN = 256
+#: Listing a process's children reads every process's /proc/PID/stat (psutil's parent map), so
+#: each NPU process's children are listed again only this often; between listings, only the
+#: known children's CPU is read (one read each).  Data-loader workers live as long as the epoch.
+_CHILDREN_RELIST_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class PsutilLookup:
         self._reuse_checked: Dict[int, float] = {}  # pid → when PID reuse was last ruled out
         #: Each NPU process's children (data-loader workers) by PID, kept so their CPU % spans ticks.
         self._children: Dict[int, Dict[int, psutil.Process]] = {}
+        self._children_listed: Dict[int, float] = {}  # pid → when its children were last listed
 
     def _reuse_check_due(self, pid: int) -> bool:
         # is_running() costs its own /proc read; a PID is reused rarely, so check now and then.
@@ -116,26 +121,31 @@ class PsutilLookup:
 
     def _children_cpu(self, pid: int, proc: psutil.Process) -> Tuple[Optional[int], Optional[float]]:
         """How many children ``pid`` has (all generations) and their CPU summed, in % of one core;
-        a child first seen this tick is primed and counts 0 until the next.  (None, None) when
-        they cannot be listed."""
-        try:
-            found = proc.children(recursive=True)[:_MAX_CHILDREN]
-        except (psutil.Error, OSError):
-            return None, None
-        known = self._children.get(pid, {})
+        a child first seen counts 0 until its next reading.  The children are listed every
+        ``_CHILDREN_RELIST_S`` (a full /proc scan); in between, the known ones are read.
+        (None, None) when they cannot be listed."""
+        known = self._children.get(pid)
+        now = time.monotonic()
+        if known is None or now - self._children_listed.get(pid, 0.0) >= _CHILDREN_RELIST_S:
+            try:
+                found = proc.children(recursive=True)[:_MAX_CHILDREN]
+            except (psutil.Error, OSError):
+                return None, None
+            self._children_listed[pid] = now
+            before, known = known or {}, {}
+            for child in found:
+                old = before.get(child.pid)  # same PID and start time: its reading spans the tick
+                known[child.pid] = old if old is not None and old == child else child
         kept: Dict[int, psutil.Process] = {}
         total = 0.0
-        for child in found:
-            old = known.get(child.pid)
-            if old is not None and old == child:  # same PID and start time: its reading spans the tick
-                child = old
+        for child_pid, child in known.items():
             try:
                 total += child.cpu_percent(None)
             except (psutil.Error, OSError):
                 continue  # exited since it was listed
-            kept[child.pid] = child
+            kept[child_pid] = child
         self._children[pid] = kept
-        return len(found), round(total, 1)
+        return len(kept), round(total, 1)
 
     def _user_and_command(
         self, proc: psutil.Process, pid: int, created: float
@@ -160,6 +170,7 @@ class PsutilLookup:
         for pid in [p for p in self._procs if p not in keep]:
             del self._procs[pid]
         self._children = {pid: c for pid, c in self._children.items() if pid in keep}
+        self._children_listed = {pid: t for pid, t in self._children_listed.items() if pid in keep}
         self._static = {k: v for k, v in self._static.items() if k[0] in keep}
         self._missing = {pid: t for pid, t in self._missing.items() if pid in keep}
         self._reuse_checked = {pid: t for pid, t in self._reuse_checked.items() if pid in keep}

@@ -173,3 +173,29 @@ def test_psutil_lookup_counts_the_cpu_of_a_process_s_children() -> None:
         if parent.stdin is not None:
             parent.stdin.close()
         parent.wait(timeout=30)
+
+
+def test_children_are_listed_once_per_relist_period_not_every_tick(monkeypatch):
+    # Listing children scans every process's /proc/PID/stat: a monitor must not do it each tick.
+    import psutil
+
+    from npuwatch.probes import host
+
+    listed = []
+    real = psutil.Process.children
+
+    def counting(self, recursive=False):
+        listed.append(self.pid)
+        return real(self, recursive=recursive)
+
+    monkeypatch.setattr(psutil.Process, "children", counting)
+    clock = [1000.0]
+    monkeypatch.setattr(host.time, "monotonic", lambda: clock[0])
+    lookup = PsutilLookup()
+    for _ in range(5):  # five ticks within the period
+        assert isinstance(lookup.lookup(os.getpid()), FoundProcess)
+        clock[0] += 1.0
+    assert listed == [os.getpid()]
+    clock[0] += host._CHILDREN_RELIST_S
+    lookup.lookup(os.getpid())
+    assert listed == [os.getpid()] * 2
