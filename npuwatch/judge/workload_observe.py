@@ -107,8 +107,10 @@ def observe(
 ) -> Observation:
     """How ``chip`` reads in this sample (``processes`` are the ones listed on it), with the
     chip's ``signals`` (updated; none: this sample alone) and the snapshot's ``context``."""
-    family = family_of(chip.identity.name)
-    context = context or Context(rated_power_w=family.rated_power_w, rated_aicore_mhz=family.rated_aicore_mhz)
+    if context is None:  # the chip alone: its own rating (``power_rating``, the one rule)
+        rating = power_rating(chip.identity.name)
+        rated_mhz = family_of(chip.identity.name).rated_aicore_mhz
+        context = Context(rated_power_w=rating.watts, power_scope=rating.scope, rated_aicore_mhz=rated_mhz)
     signals = signals if signals is not None else Signals()
     stale = is_stale(chip)  # a stale chip is unknown: its inputs are not this sample's
     inputs: Dict[str, Optional[float]] = (
