@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Union
 
 import psutil
 
@@ -21,12 +21,20 @@ def standin_environ(tmp_path: Path, mode: str) -> Dict[str, str]:
     }
 
 
-def gone(pid: int, within_s: float = 10.0) -> bool:
-    """Whether ``pid`` is gone (or a zombie someone else reaps) before a generous deadline."""
+def gone(pid: Union[int, psutil.Process], within_s: float = 10.0) -> bool:
+    """Whether the process is gone (or a zombie someone else reaps) before a generous deadline.
+
+    PIDs wrap quickly on a busy machine (``pid_max`` is 32768 on CI): the process is pinned by
+    its start time (``psutil.Process``, taken now or passed in while it surely ran), so another
+    process given the same PID later does not count as it."""
+    try:
+        proc = pid if isinstance(pid, psutil.Process) else psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return True
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
                 return True
         except psutil.NoSuchProcess:
             return True

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Union
 
 import psutil
 import pytest
@@ -311,22 +311,31 @@ def test_garbage_memory_values_are_null_with_a_reason_and_a_warning(hostile: Pat
 # --- a setsid daemon ----------------------------------------------------------------------------
 
 
-def _daemons(tmp_path: Path) -> List[int]:
-    """The PIDs of every daemon the library started (one per worker that called dcmi_init)."""
+def _daemons(tmp_path: Path) -> List[Union[int, psutil.Process]]:
+    """Every daemon the library started (one per worker that called dcmi_init), pinned by its
+    start time as soon as it wrote its PID (it pauses until killed, so it runs then): a PID
+    reused later on a busy machine is not taken for it."""
     mark = tmp_path / "daemon.pid"
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError):
             lines = mark.read_text().splitlines()
             if lines and all(line.strip().isdigit() for line in lines):
-                return [int(line) for line in lines]
+                return [_pinned(int(line)) for line in lines]
         time.sleep(0.02)
     raise AssertionError("the library's daemon never started")
 
 
-def _all_gone(pids: List[int]) -> List[int]:
+def _pinned(pid: int) -> Union[int, psutil.Process]:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return pid  # already gone
+
+
+def _all_gone(daemons: List[Union[int, psutil.Process]]) -> List[int]:
     """The PIDs still there after a generous deadline (``[]`` when all are gone)."""
-    return [pid for pid in pids if not gone(pid, within_s=DEADLINE_S)]
+    return [d if isinstance(d, int) else d.pid for d in daemons if not gone(d, within_s=DEADLINE_S)]
 
 
 def _kill(tmp_path: Path) -> None:
